@@ -1,0 +1,228 @@
+//! Starts real Apache Kafka clusters for Strait's tests, demo and benchmark.
+//!
+//! Each cluster is one combined KRaft node (`process.roles=broker,controller`) run with the
+//! machine's JDK from a classpath folder resolved from Maven Central (`testkit/pom.xml`, cached in
+//! the git-ignored `.cache/`). Clusters listen on free loopback ports, are ready once they answer a
+//! Metadata request, and die with the process that started them (`PR_SET_PDEATHSIG`), so no JVM is
+//! left behind even when that process is killed.
+
+use std::fs;
+use std::io;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+/// Apache Kafka version used for brokers, MirrorMaker 2 and the Java compatibility checks.
+pub const KAFKA_VERSION: &str = "4.1.1";
+
+/// Broker heap cap; test brokers need far less than the 1 GB of Kafka's own scripts.
+const HEAP: &str = "-Xmx512m";
+
+/// How long a broker may take to answer Metadata after its JVM starts.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The repository root: two levels above this crate.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root exists")
+}
+
+/// Returns the folder holding every Kafka jar, resolving it with Maven on first use.
+///
+/// Errors: Maven missing or failing (its output is in the error).
+pub fn kafka_libs() -> io::Result<PathBuf> {
+    let root = repo_root();
+    let libs = root.join(".cache").join(format!("kafka-{KAFKA_VERSION}")).join("libs");
+    if libs.join(format!("kafka_2.13-{KAFKA_VERSION}.jar")).exists() {
+        return Ok(libs);
+    }
+    let out = Command::new("mvn")
+        .args(["-B", "-q", "dependency:copy-dependencies", "-DincludeScope=runtime"])
+        .arg(format!("-DoutputDirectory={}", libs.display()))
+        .arg(format!("-Dkafka.version={KAFKA_VERSION}"))
+        .current_dir(root.join("testkit"))
+        .output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "mvn dependency:copy-dependencies failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(libs)
+}
+
+/// A running single-node KRaft cluster. Dropping it kills the broker.
+pub struct KafkaCluster {
+    /// `host:port` of the PLAINTEXT listener.
+    pub bootstrap: String,
+    /// Folder with `server.properties`, `data/` and `server.log`.
+    pub dir: PathBuf,
+    child: Child,
+}
+
+impl KafkaCluster {
+    /// OS process id of the broker JVM.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for KafkaCluster {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `count` independent clusters under `base` (one sub-folder each, wiped first), in
+/// parallel, and waits until every one answers Metadata.
+///
+/// Errors: Maven/JDK failures, a storage format failure, or a broker not ready within 120 s
+/// (the error names its log file).
+pub fn start_clusters(count: usize, base: &Path) -> io::Result<Vec<KafkaCluster>> {
+    let libs = kafka_libs()?;
+    let mut clusters = Vec::with_capacity(count);
+    for i in 0..count {
+        let dir = base.join(format!("cluster-{i}"));
+        clusters.push(launch(&libs, &dir)?);
+    }
+    for c in &mut clusters {
+        wait_ready(c)?;
+    }
+    Ok(clusters)
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters).
+fn cluster_id() -> io::Result<String> {
+    let mut bytes = [0u8; 16];
+    io::Read::read_exact(&mut fs::File::open("/dev/urandom")?, &mut bytes)?;
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bits = 0u32;
+    let mut nbits = 0;
+    let mut out = String::with_capacity(22);
+    for b in bytes {
+        bits = (bits << 8) | b as u32;
+        nbits += 8;
+        while nbits >= 6 {
+            nbits -= 6;
+            out.push(ALPHABET[((bits >> nbits) & 63) as usize] as char);
+        }
+    }
+    out.push(ALPHABET[((bits << (6 - nbits)) & 63) as usize] as char);
+    Ok(out)
+}
+
+fn java_command(libs: &Path, dir: &Path) -> Command {
+    let java = std::env::var("JAVA_HOME")
+        .map(|h| PathBuf::from(h).join("bin/java"))
+        .unwrap_or_else(|_| PathBuf::from("java"));
+    let mut cmd = Command::new(java);
+    cmd.arg(HEAP)
+        .arg("-XX:+UseG1GC")
+        .arg("-Djava.awt.headless=true")
+        .arg(format!("-Dkafka.logs.dir={}", dir.display()))
+        .arg(format!(
+            "-Dlog4j2.configurationFile={}",
+            repo_root().join("testkit/log4j2.properties").display()
+        ))
+        .arg("-cp")
+        .arg(format!("{}/*", libs.display()));
+    cmd
+}
+
+fn launch(libs: &Path, dir: &Path) -> io::Result<KafkaCluster> {
+    let _ = fs::remove_dir_all(dir);
+    fs::create_dir_all(dir)?;
+    let (port, ctrl) = (free_port()?, free_port()?);
+    let props = dir.join("server.properties");
+    fs::write(
+        &props,
+        format!(
+            "process.roles=broker,controller\n\
+             node.id=1\n\
+             controller.quorum.voters=1@127.0.0.1:{ctrl}\n\
+             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctrl}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+             controller.listener.names=CONTROLLER\n\
+             inter.broker.listener.name=PLAINTEXT\n\
+             log.dirs={data}\n\
+             num.partitions=1\n\
+             auto.create.topics.enable=false\n\
+             offsets.topic.replication.factor=1\n\
+             offsets.topic.num.partitions=4\n\
+             transaction.state.log.replication.factor=1\n\
+             transaction.state.log.min.isr=1\n\
+             transaction.state.log.num.partitions=4\n\
+             share.coordinator.state.topic.replication.factor=1\n\
+             share.coordinator.state.topic.min.isr=1\n\
+             group.initial.rebalance.delay.ms=0\n\
+             log.cleaner.backoff.ms=1000\n",
+            data = dir.join("data").display()
+        ),
+    )?;
+    let format = java_command(libs, dir)
+        .arg("kafka.tools.StorageTool")
+        .args(["format", "-t", &cluster_id()?, "-c"])
+        .arg(&props)
+        .output()?;
+    if !format.status.success() {
+        return Err(io::Error::other(format!(
+            "kafka storage format failed in {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&format.stderr)
+        )));
+    }
+    let log = fs::File::create(dir.join("stdout.log"))?;
+    let mut cmd = java_command(libs, dir);
+    cmd.arg("kafka.Kafka").arg(&props).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the broker when the
+    // thread that spawned it exits, so no broker outlives its test process.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    Ok(KafkaCluster { bootstrap: format!("127.0.0.1:{port}"), dir: dir.to_path_buf(), child })
+}
+
+fn wait_ready(cluster: &mut KafkaCluster) -> io::Result<()> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &cluster.bootstrap)
+        .set("log_level", "0")
+        .create()
+        .map_err(io::Error::other)?;
+    let start = Instant::now();
+    loop {
+        if let Some(status) = cluster.child.try_wait()? {
+            return Err(io::Error::other(format!(
+                "broker exited with {status}; see {}",
+                cluster.dir.join("server.log").display()
+            )));
+        }
+        match consumer.fetch_metadata(None, Duration::from_secs(1)) {
+            Ok(md) if !md.brokers().is_empty() => return Ok(()),
+            _ if start.elapsed() > READY_TIMEOUT => {
+                return Err(io::Error::other(format!(
+                    "broker at {} not ready after {READY_TIMEOUT:?}; see {}",
+                    cluster.bootstrap,
+                    cluster.dir.join("server.log").display()
+                )))
+            }
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
