@@ -1,0 +1,52 @@
+//! Errors a connector or the runtime reports. Every variant carries its cause.
+
+use std::error::Error as StdError;
+
+/// Boxed cause of a [`ConnectError`].
+pub type Cause = Box<dyn StdError + Send + Sync + 'static>;
+
+/// What went wrong, by kind, with a human context string (what and where) and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Reading or writing bytes failed (network, file).
+    #[error("I/O error: {context}: {cause}")]
+    Io { context: String, cause: Cause },
+    /// A record could not be converted between representations.
+    #[error("conversion error: {context}: {cause}")]
+    Conversion { context: String, cause: Cause },
+    /// Source positions could not be read, saved or applied.
+    #[error("offset error: {context}: {cause}")]
+    Offset { context: String, cause: Cause },
+    /// A transaction could not begin, commit or abort.
+    #[error("transaction error: {context}: {cause}")]
+    Transaction { context: String, cause: Cause },
+    /// The external system (e.g. a Kafka cluster) refused or failed a request.
+    #[error("backend error: {context}: {cause}")]
+    Backend { context: String, cause: Cause },
+}
+
+impl ConnectError {
+    /// An [`ConnectError::Io`] with `context` and `cause`.
+    pub fn io(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Io { context: context.into(), cause: cause.into() }
+    }
+    /// A [`ConnectError::Conversion`] with `context` and `cause`.
+    pub fn conversion(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Conversion { context: context.into(), cause: cause.into() }
+    }
+    /// An [`ConnectError::Offset`] with `context` and `cause`.
+    pub fn offset(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Offset { context: context.into(), cause: cause.into() }
+    }
+    /// A [`ConnectError::Transaction`] with `context` and `cause`.
+    pub fn transaction(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Transaction { context: context.into(), cause: cause.into() }
+    }
+    /// A [`ConnectError::Backend`] with `context` and `cause`.
+    pub fn backend(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Backend { context: context.into(), cause: cause.into() }
+    }
+}
+
+/// Result alias for connector calls.
+pub type ConnectResult<T> = Result<T, ConnectError>;

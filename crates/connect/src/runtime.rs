@@ -1,0 +1,223 @@
+//! The loop that moves records from a [`Source`] to a [`Sink`]: poll → put → commit → save
+//! checkpoint → acknowledge, in batches bounded by records, bytes and time.
+//!
+//! Memory stays bounded whatever the source rate: the runtime never polls more than the room left
+//! in the current batch, and a full batch is committed before the next poll.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::{ConnectError, ConnectResult, Sink, Source, SourceOffset};
+
+/// Batch bounds of a [`ConnectorRuntime`].
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// A batch is committed once it holds this many records. Default 50,000.
+    pub max_batch_records: usize,
+    /// A batch is committed once it holds this many bytes. Default 64 MiB.
+    pub max_batch_bytes: usize,
+    /// A non-empty batch is committed at most this long after its first record. Default 1 s.
+    pub max_batch_wait: Duration,
+    /// Longest single wait for records inside [`Source::poll`]. Default 100 ms.
+    pub poll_timeout: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            max_batch_records: 50_000,
+            max_batch_bytes: 64 << 20,
+            max_batch_wait: Duration::from_secs(1),
+            poll_timeout: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Where a runtime is in its life.
+#[derive(Debug, Clone)]
+pub enum RuntimeState {
+    /// Moving records.
+    Running,
+    /// Batch committed; not polling until resumed.
+    Paused,
+    /// Shut down after a final drain.
+    Stopped,
+    /// Stopped on an error; nothing after the last saved checkpoint was acknowledged.
+    Failed(Arc<ConnectError>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Command {
+    Run,
+    Pause,
+    Shutdown,
+}
+
+/// Controls a running [`ConnectorRuntime`] from another task.
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    command: Arc<watch::Sender<Command>>,
+    state: watch::Receiver<RuntimeState>,
+}
+
+impl RuntimeHandle {
+    /// Commits the current batch and stops polling until [`RuntimeHandle::resume`].
+    pub fn pause(&self) {
+        self.command.send_replace(Command::Pause);
+    }
+    /// Resumes polling after [`RuntimeHandle::pause`].
+    pub fn resume(&self) {
+        self.command.send_replace(Command::Run);
+    }
+    /// Asks for a final drain (commit, save checkpoint, acknowledge) and a clean stop.
+    pub fn shutdown(&self) {
+        self.command.send_replace(Command::Shutdown);
+    }
+    /// The current state.
+    pub fn state(&self) -> RuntimeState {
+        self.state.borrow().clone()
+    }
+    /// Waits until the state satisfies `pred`, returning it.
+    pub async fn wait_for(&mut self, pred: impl Fn(&RuntimeState) -> bool) -> RuntimeState {
+        let reached = self.state.wait_for(|s| pred(s)).await.map(|s| s.clone());
+        reached.unwrap_or_else(|_| self.state())
+    }
+}
+
+/// Drives one source into one sink. See the module docs for the cycle.
+pub struct ConnectorRuntime<K, V, So, Si> {
+    source: So,
+    sink: Si,
+    config: RuntimeConfig,
+    command: watch::Receiver<Command>,
+    state: watch::Sender<RuntimeState>,
+    _records: PhantomData<fn() -> (K, V)>,
+}
+
+/// Records put into the sink since the last commit.
+#[derive(Default)]
+struct Batch {
+    /// Last offset per (topic, partition).
+    positions: BTreeMap<(String, i32), i64>,
+    records: usize,
+    bytes: usize,
+    started: Option<Instant>,
+}
+
+impl Batch {
+    fn positions(&self) -> Vec<SourceOffset> {
+        self.positions
+            .iter()
+            .map(|((topic, partition), offset)| SourceOffset {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *offset,
+            })
+            .collect()
+    }
+}
+
+impl<K, V, So, Si> ConnectorRuntime<K, V, So, Si>
+where
+    K: Send,
+    V: Send,
+    So: Source<K, V>,
+    Si: Sink<K, V>,
+{
+    /// A runtime and the handle that controls it.
+    pub fn new(source: So, sink: Si, config: RuntimeConfig) -> (Self, RuntimeHandle) {
+        let (command_tx, command) = watch::channel(Command::Run);
+        let (state, state_rx) = watch::channel(RuntimeState::Running);
+        let handle = RuntimeHandle { command: Arc::new(command_tx), state: state_rx };
+        (Self { source, sink, config, command, state, _records: PhantomData }, handle)
+    }
+
+    /// Runs until shutdown (→ [`RuntimeState::Stopped`]) or an error
+    /// (→ [`RuntimeState::Failed`]); returns the final state. Source and sink are closed either way.
+    pub async fn run(mut self) -> RuntimeState {
+        let outcome = self.drive().await;
+        if outcome.is_err() && self.sink.supports_transactions() {
+            if let Err(e) = self.sink.abort().await {
+                tracing::warn!(error = %e, "abort after failure also failed");
+            }
+        }
+        let closed = async {
+            self.sink.close().await?;
+            self.source.close().await
+        }
+        .await;
+        let final_state = match outcome.and(closed) {
+            Ok(()) => RuntimeState::Stopped,
+            Err(e) => RuntimeState::Failed(Arc::new(e)),
+        };
+        self.state.send_replace(final_state.clone());
+        final_state
+    }
+
+    async fn drive(&mut self) -> ConnectResult<()> {
+        let mut batch = Batch::default();
+        loop {
+            let command = *self.command.borrow_and_update();
+            match command {
+                Command::Shutdown => return self.commit(&mut batch).await,
+                Command::Pause => {
+                    self.commit(&mut batch).await?;
+                    self.state.send_replace(RuntimeState::Paused);
+                    let _ = self.command.wait_for(|c| *c != Command::Pause).await;
+                    self.state.send_replace(RuntimeState::Running);
+                    continue;
+                }
+                Command::Run => {}
+            }
+            let timeout = match batch.started {
+                Some(t) => self.config.max_batch_wait.saturating_sub(t.elapsed()).min(self.config.poll_timeout),
+                None => self.config.poll_timeout,
+            };
+            let records = self
+                .source
+                .poll(
+                    self.config.max_batch_records - batch.records,
+                    self.config.max_batch_bytes.saturating_sub(batch.bytes).max(1),
+                    timeout,
+                )
+                .await?;
+            if !records.is_empty() {
+                if batch.started.is_none() {
+                    batch.started = Some(Instant::now());
+                    self.sink.begin().await?;
+                }
+                for r in &records {
+                    let so = &r.source_offset;
+                    batch.positions.insert((so.topic.clone(), so.partition), so.offset);
+                    batch.bytes += r.size_bytes;
+                }
+                batch.records += records.len();
+                self.sink.put(records).await?;
+            }
+            let full = batch.records >= self.config.max_batch_records
+                || batch.bytes >= self.config.max_batch_bytes;
+            let due = batch.started.is_some_and(|t| t.elapsed() >= self.config.max_batch_wait);
+            if full || due {
+                self.commit(&mut batch).await?;
+            }
+        }
+    }
+
+    /// Commit the sink, then save and acknowledge the batch's positions: a saved checkpoint
+    /// never covers a record the sink has not made durable.
+    async fn commit(&mut self, batch: &mut Batch) -> ConnectResult<()> {
+        if batch.started.is_none() {
+            return Ok(());
+        }
+        self.sink.commit().await?;
+        let positions = batch.positions();
+        self.source.checkpoint(&positions).await?;
+        self.source.acknowledge(&positions).await?;
+        *batch = Batch::default();
+        Ok(())
+    }
+}
