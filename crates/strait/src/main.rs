@@ -1,1 +1,123 @@
-fn main(){}
+//! The `strait` command line: `run` and `validate`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use strait::config::Config;
+use tokio::sync::watch;
+
+/// Cross-cluster replication for Apache Kafka, wire-compatible with MirrorMaker 2.
+#[derive(Parser)]
+#[command(name = "strait", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every flow of the config until SIGINT/SIGTERM, then drain, flush and exit 0.
+    Run {
+        /// Path of the TOML config.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Check the config; exit 0 if valid, else print what is wrong and exit 2.
+    Validate {
+        /// Path of the TOML config.
+        #[arg(long)]
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let path = match &cli.command {
+        Command::Run { config } | Command::Validate { config } => config,
+    };
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("strait: invalid config: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Command::Validate { .. } => {
+            println!("{}: valid ({} flows)", path.display(), config.flows.len());
+            ExitCode::SUCCESS
+        }
+        Command::Run { .. } => match tokio::runtime::Runtime::new() {
+            Ok(rt) => rt.block_on(run(config)),
+            Err(e) => {
+                eprintln!("strait: cannot start the async runtime: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+async fn run(config: Config) -> ExitCode {
+    let flows = match config.flows() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("strait: invalid config: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (stop, shutdown) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    for flow in flows {
+        let flow = Arc::new(flow);
+        let shutdown = shutdown.clone();
+        tasks.spawn(async move { (flow.name.clone(), strait::flow::run_flow(flow, shutdown).await) });
+    }
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown requested: draining every flow");
+        stop.send_replace(true);
+    });
+    let mut failed = false;
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok((_, Ok(()))) => {}
+            Ok((name, Err(e))) => {
+                tracing::error!(flow = %name, error = %e, "flow stopped on an error");
+                failed = true;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "flow task panicked");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

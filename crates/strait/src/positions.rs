@@ -1,0 +1,119 @@
+//! Strait's own source positions: a compacted topic on the target cluster, one record per
+//! (flow, source topic, source partition) holding the next source offset to read.
+//!
+//! Keeping positions on the target means Strait needs no consumer group and no write access on the
+//! source, and a position is saved on the cluster the data went to.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use strait_connect::{ConnectError, ConnectResult, SourceOffset};
+
+use crate::admin::Admin;
+use crate::config::ClusterConfig;
+use crate::kafka::{acked, blocking, client_config, enqueue};
+
+/// Name of the positions topic on every target cluster.
+pub const POSITIONS_TOPIC: &str = "strait-positions.internal";
+
+#[derive(Serialize, Deserialize)]
+struct Key {
+    flow: String,
+    topic: String,
+    partition: i32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Value {
+    next_offset: i64,
+}
+
+/// Reads and writes one flow's positions.
+pub struct PositionStore {
+    producer: FutureProducer,
+    flow: String,
+}
+
+/// Next offset to read, per (source topic, partition).
+pub type Positions = HashMap<(String, i32), i64>;
+
+impl PositionStore {
+    /// Ensures the positions topic on `target` and loads the flow's saved positions (the last
+    /// record per key wins). Errors: backend errors if the topic cannot be created or read.
+    pub async fn open(target: &ClusterConfig, flow: &str, rf: i32) -> ConnectResult<(Self, Positions)> {
+        let admin = Admin::new(target).map_err(|e| ConnectError::backend("positions admin client", e))?;
+        admin
+            .create_topic(POSITIONS_TOPIC, 1, rf, &[("cleanup.policy".into(), "compact".into())])
+            .await
+            .map_err(|e| ConnectError::backend(format!("create {POSITIONS_TOPIC} on {}", target.alias), e))?;
+        let producer: FutureProducer = client_config(target, &[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "0")])
+            .create()
+            .map_err(|e| ConnectError::backend("positions producer", e))?;
+        let consumer: BaseConsumer = client_config(target, &[("enable.auto.commit", "false"), ("group.id", "strait-positions-reader")])
+            .create()
+            .map_err(|e| ConnectError::backend("positions consumer", e))?;
+        let flow_name = flow.to_string();
+        let positions = blocking(move || read_all(&consumer, &flow_name))
+            .await
+            .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC}"), e))?;
+        Ok((Self { producer, flow: flow.to_string() }, positions))
+    }
+
+    /// Saves `positions` (last handled record per partition; the stored value is `offset + 1`)
+    /// and waits for the acks. Errors: an offset error naming the partition.
+    pub async fn save(&self, positions: &[SourceOffset]) -> ConnectResult<()> {
+        let mut acks = Vec::with_capacity(positions.len());
+        for p in positions {
+            let key = serde_json::to_vec(&Key { flow: self.flow.clone(), topic: p.topic.clone(), partition: p.partition })
+                .map_err(|e| ConnectError::conversion("position key", e))?;
+            let value = serde_json::to_vec(&Value { next_offset: p.offset + 1 })
+                .map_err(|e| ConnectError::conversion("position value", e))?;
+            let record = FutureRecord::to(POSITIONS_TOPIC).partition(0).key(&key[..]).payload(&value[..]);
+            let ack = enqueue(&self.producer, record).await;
+            acks.push((p, ack));
+        }
+        for (p, ack) in acks {
+            let written = match ack {
+                Ok(ack) => acked(ack).await,
+                Err(e) => Err(e),
+            };
+            written.map_err(|e| {
+                ConnectError::offset(format!("save position of {} partition {} offset {}", p.topic, p.partition, p.offset), e)
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn read_all(consumer: &BaseConsumer, flow: &str) -> Result<Positions, rdkafka::error::KafkaError> {
+    let (low, high) = consumer.fetch_watermarks(POSITIONS_TOPIC, 0, Duration::from_secs(10))?;
+    let mut positions = Positions::new();
+    if high <= low {
+        return Ok(positions);
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(POSITIONS_TOPIC, 0, Offset::Beginning)?;
+    consumer.assign(&tpl)?;
+    loop {
+        match consumer.poll(Duration::from_secs(10)) {
+            Some(Ok(m)) => {
+                let key = m.key().and_then(|k| serde_json::from_slice::<Key>(k).ok());
+                let value = m.payload().and_then(|v| serde_json::from_slice::<Value>(v).ok());
+                if let (Some(k), Some(v)) = (key, value) {
+                    if k.flow == flow {
+                        positions.insert((k.topic, k.partition), v.next_offset);
+                    }
+                }
+                if m.offset() + 1 >= high {
+                    return Ok(positions);
+                }
+            }
+            Some(Err(e)) => return Err(e),
+            None => return Err(rdkafka::error::KafkaError::MessageConsumption(rdkafka::types::RDKafkaErrorCode::OperationTimedOut)),
+        }
+    }
+}

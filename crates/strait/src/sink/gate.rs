@@ -1,0 +1,161 @@
+//! Residency gate: topics restricted to compliance zones never reach a target outside them.
+
+use regex::Regex;
+
+use crate::config::{ConfigError, ResidencyConfig, ResidencyDefault};
+
+/// One compiled policy.
+#[derive(Debug, Clone)]
+struct Policy {
+    name: String,
+    topics: Vec<Regex>,
+    allow_zones: Vec<String>,
+    deny_zones: Vec<String>,
+}
+
+/// All residency policies, compiled; bound to a target with [`ResidencyRules::for_target`].
+#[derive(Debug, Clone)]
+pub struct ResidencyRules {
+    default: ResidencyDefault,
+    policies: Vec<Policy>,
+}
+
+impl ResidencyRules {
+    /// Compiles `[residency]`. Errors name a bad regex or an empty policy name.
+    pub fn compile(config: &ResidencyConfig) -> Result<Self, ConfigError> {
+        let mut policies = Vec::new();
+        for (i, p) in config.policies.iter().enumerate() {
+            let field = format!("residency.policies[{i}]");
+            if p.name.trim().is_empty() {
+                return Err(ConfigError { field: format!("{field}.name"), message: "must not be empty".into() });
+            }
+            if p.topics.is_empty() {
+                return Err(ConfigError { field: format!("{field}.topics"), message: "must list at least one regex".into() });
+            }
+            let topics = p
+                .topics
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    Regex::new(&format!("^(?:{t})$")).map_err(|e| ConfigError {
+                        field: format!("{field}.topics[{j}]"),
+                        message: format!("bad regex {t:?}: {e}"),
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            policies.push(Policy {
+                name: p.name.clone(),
+                topics,
+                allow_zones: p.allow_zones.clone(),
+                deny_zones: p.deny_zones.clone(),
+            });
+        }
+        Ok(Self { default: config.default, policies })
+    }
+
+    /// The gate for a target cluster with these zones.
+    pub fn for_target(&self, alias: &str, zones: &[String]) -> ResidencyGate {
+        ResidencyGate { rules: self.clone(), target_alias: alias.to_string(), target_zones: zones.to_vec() }
+    }
+}
+
+/// Decides, per topic, whether a given target cluster may hold it.
+#[derive(Debug, Clone)]
+pub struct ResidencyGate {
+    rules: ResidencyRules,
+    target_alias: String,
+    target_zones: Vec<String>,
+}
+
+impl ResidencyGate {
+    /// `Ok(())` when the target may hold the topic; otherwise the reason, naming the policy.
+    ///
+    /// `names` are the names the topic is known by (its source name and its original, first-hop
+    /// name); a policy governs the topic when any of them matches. Every governing policy must pass:
+    /// no target zone in `deny_zones`, and, when `allow_zones` is set, every target zone in it (a
+    /// target without zones fails an allow list). A topic no policy governs follows the default.
+    pub fn check(&self, names: &[&str]) -> Result<(), String> {
+        let zones = &self.target_zones;
+        let mut governed = false;
+        for p in &self.rules.policies {
+            if !names.iter().any(|n| p.topics.iter().any(|r| r.is_match(n))) {
+                continue;
+            }
+            governed = true;
+            if let Some(z) = zones.iter().find(|z| p.deny_zones.contains(z)) {
+                return Err(format!("policy {:?} denies zone {z:?} of target {:?}", p.name, self.target_alias));
+            }
+            if !p.allow_zones.is_empty() {
+                if zones.is_empty() {
+                    return Err(format!(
+                        "policy {:?} allows only zones {:?} and target {:?} declares no zones",
+                        p.name, p.allow_zones, self.target_alias
+                    ));
+                }
+                if let Some(z) = zones.iter().find(|z| !p.allow_zones.contains(z)) {
+                    return Err(format!(
+                        "policy {:?} allows only zones {:?}; target {:?} is in {z:?}",
+                        p.name, p.allow_zones, self.target_alias
+                    ));
+                }
+            }
+        }
+        if !governed && self.rules.default == ResidencyDefault::Deny {
+            return Err("no residency policy names this topic and the default is deny".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ResidencyPolicy;
+
+    fn rules(default: ResidencyDefault) -> ResidencyRules {
+        ResidencyRules::compile(&ResidencyConfig {
+            default,
+            policies: vec![
+                ResidencyPolicy { name: "gdpr".into(), topics: vec!["customers.*".into()], allow_zones: vec!["eu".into()], deny_zones: vec![] },
+                ResidencyPolicy { name: "no-cn".into(), topics: vec![".*".into()], allow_zones: vec![], deny_zones: vec!["cn".into()] },
+            ],
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn decisions_table() {
+        let z = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let cases: &[(ResidencyDefault, &[&str], &str, bool)] = &[
+            (ResidencyDefault::Allow, &["eu"], "customers", true),
+            (ResidencyDefault::Allow, &["us"], "customers", false),
+            (ResidencyDefault::Allow, &["eu", "us"], "customers", false),
+            (ResidencyDefault::Allow, &[], "customers", false),
+            (ResidencyDefault::Allow, &["us"], "orders", true),
+            (ResidencyDefault::Allow, &["eu", "cn"], "customers", false),
+            (ResidencyDefault::Allow, &["cn"], "orders", false),
+        ];
+        for (default, zones, topic, ok) in cases {
+            let gate = rules(*default).for_target("t", &z(zones));
+            assert_eq!(gate.check(&[topic]).is_ok(), *ok, "{zones:?} {topic}");
+        }
+    }
+
+    #[test]
+    fn default_deny_blocks_unnamed_topics_only() {
+        let gate = ResidencyRules::compile(&ResidencyConfig {
+            default: ResidencyDefault::Deny,
+            policies: vec![ResidencyPolicy { name: "eu".into(), topics: vec!["eu-.*".into()], allow_zones: vec!["eu".into()], deny_zones: vec![] }],
+        })
+        .unwrap()
+        .for_target("t", &["eu".into()]);
+        assert!(gate.check(&["eu-orders"]).is_ok());
+        assert!(gate.check(&["orders"]).is_err());
+    }
+
+    #[test]
+    fn original_name_cannot_escape_by_renaming() {
+        let gate = rules(ResidencyDefault::Allow).for_target("t", &["us".into()]);
+        assert!(gate.check(&["src.customers", "customers"]).is_err());
+    }
+}

@@ -1,0 +1,193 @@
+//! TargetSink: where a source record is gated, renamed, loop-guarded and produced to the target,
+//! and where produce acks become offset syncs.
+
+pub mod gate;
+pub mod loop_guard;
+pub mod syncs;
+pub mod topics;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink};
+use strait_mm2::{offset_syncs_topic, OffsetSync};
+
+use crate::admin::Admin;
+use crate::config::{ClusterConfig, Flow, SyncsLocation};
+use crate::kafka::{blocking, client_config};
+use crate::source::ReplicatedRecord;
+use loop_guard::{LoopGuard, PROVENANCE_HEADER};
+use syncs::OffsetSyncWriter;
+use topics::TopicRouter;
+
+/// Producer settings Strait relies on: idempotence with acks=all keeps per-partition order and
+/// no duplicates across retries; CreateTime timestamps are set per record.
+const PRODUCER_SETTINGS: &[(&str, &str)] = &[
+    ("enable.idempotence", "true"),
+    ("acks", "all"),
+    ("linger.ms", "5"),
+    ("batch.size", "1000000"),
+    ("compression.type", "none"),
+    ("message.timeout.ms", "300000"),
+    ("queue.buffering.max.kbytes", "131072"),
+];
+
+/// A produced record awaiting its ack.
+struct InFlight {
+    topic: Arc<str>,
+    partition: i32,
+    upstream: i64,
+    ack: DeliveryFuture,
+}
+
+/// The [`Sink`] of a flow: writes [`ReplicatedRecord`]s to the target cluster.
+pub struct TargetSink {
+    flow: Arc<Flow>,
+    producer: FutureProducer,
+    router: TopicRouter,
+    guard: LoopGuard,
+    syncs: OffsetSyncWriter,
+    in_flight: Vec<InFlight>,
+    loop_drops: u64,
+}
+
+async fn producer_for(cluster: &ClusterConfig) -> ConnectResult<(FutureProducer, String)> {
+    let producer: FutureProducer = client_config(cluster, PRODUCER_SETTINGS)
+        .create()
+        .map_err(|e| ConnectError::backend(format!("producer for {}", cluster.alias), e))?;
+    let p = producer.clone();
+    let id = blocking(move || p.client().fetch_cluster_id(Duration::from_secs(10)))
+        .await
+        .ok_or_else(|| ConnectError::backend(format!("connect to {} ({})", cluster.alias, cluster.bootstrap_servers), "no cluster id within 10 s"))?;
+    Ok((producer, id))
+}
+
+impl TargetSink {
+    /// Connects an idempotent producer (acks=all) to the target, learns both cluster ids and
+    /// ensures the offset-syncs topic (one partition, compacted) where the flow puts it.
+    /// Errors: a backend error if a cluster cannot be reached or the topic cannot be created.
+    pub async fn start(flow: Arc<Flow>) -> ConnectResult<Self> {
+        let (producer, target_id) = producer_for(&flow.target).await?;
+        let source_id = {
+            let admin: FutureProducer = client_config(&flow.source, &[])
+                .create()
+                .map_err(|e| ConnectError::backend("source client", e))?;
+            blocking(move || admin.client().fetch_cluster_id(Duration::from_secs(10))).await.ok_or_else(|| {
+                ConnectError::backend(format!("connect to {} ({})", flow.source.alias, flow.source.bootstrap_servers), "no cluster id within 10 s")
+            })?
+        };
+        let (syncs_cluster, syncs_topic, syncs_producer) = match flow.settings.offset_syncs_topic_location {
+            SyncsLocation::Target => (&flow.target, offset_syncs_topic(&flow.source.alias), producer.clone()),
+            SyncsLocation::Source => (&flow.source, offset_syncs_topic(&flow.target.alias), producer_for(&flow.source).await?.0),
+        };
+        Admin::new(syncs_cluster)
+            .map_err(|e| ConnectError::backend("admin client", e))?
+            .create_topic(&syncs_topic, 1, flow.settings.replication_factor, &[("cleanup.policy".into(), "compact".into())])
+            .await
+            .map_err(|e| ConnectError::backend(format!("create {syncs_topic} on {}", syncs_cluster.alias), e))?;
+        Ok(Self {
+            router: TopicRouter::new(flow.clone())?,
+            guard: LoopGuard::new(source_id, target_id),
+            syncs: OffsetSyncWriter::new(syncs_producer, syncs_topic, flow.settings.offset_lag_max),
+            flow,
+            producer,
+            in_flight: Vec::new(),
+            loop_drops: 0,
+        })
+    }
+
+    /// Returns and clears the offset syncs written since the last call (for checkpointing).
+    pub fn drain_offset_syncs(&mut self) -> Vec<OffsetSync> {
+        self.syncs.drain()
+    }
+
+    /// Awaits the oldest ack, making room in the producer queue. Acks are handled in produce
+    /// order, so offset syncs follow the partition's order.
+    async fn await_acks(&mut self, count: usize) -> ConnectResult<()> {
+        for f in self.in_flight.drain(..count.min(self.in_flight.len())) {
+            let delivery = match f.ack.await {
+                Ok(Ok(d)) => d,
+                Ok(Err((e, _))) => return Err(produce_error(&self.flow, &f.topic, f.partition, f.upstream, e)),
+                Err(_) => return Err(produce_error(&self.flow, &f.topic, f.partition, f.upstream, KafkaError::Canceled)),
+            };
+            self.syncs.acked(&f.topic, f.partition, f.upstream, delivery.offset);
+        }
+        Ok(())
+    }
+}
+
+fn produce_error(flow: &Flow, topic: &str, partition: i32, offset: i64, e: KafkaError) -> ConnectError {
+    ConnectError::backend(
+        format!("flow {} topic {topic} partition {partition} offset {offset}: record could not be produced to {}", flow.name, flow.target.alias),
+        e,
+    )
+}
+
+#[async_trait]
+impl Sink<(), ReplicatedRecord> for TargetSink {
+    async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
+        for mut record in batch {
+            let Some(r) = record.value.take() else { continue };
+            let Some(provenance) = self.guard.pass(&mut record.headers) else {
+                self.loop_drops += 1;
+                continue;
+            };
+            let Some(target) = self.router.route(&r.topic, r.partition, &self.producer).await? else { continue };
+            let mut headers = OwnedHeaders::new_with_capacity(record.headers.len() + 1);
+            for h in &record.headers {
+                headers = headers.insert(KafkaHeader { key: &h.key, value: h.value.as_deref() });
+            }
+            headers = headers.insert(KafkaHeader { key: PROVENANCE_HEADER, value: Some(&provenance) });
+            let mut out = FutureRecord::<[u8], [u8]>::to(&target).partition(r.partition).headers(headers);
+            if let Some(k) = &r.key {
+                out = out.key(k);
+            }
+            if let Some(v) = &r.value {
+                out = out.payload(v);
+            }
+            if let Some(ts) = record.timestamp_ms {
+                out = out.timestamp(ts);
+            }
+            loop {
+                match self.producer.send_result(out) {
+                    Ok(ack) => {
+                        let topic: Arc<str> = Arc::from(r.topic.as_str());
+                        self.in_flight.push(InFlight { topic, partition: r.partition, upstream: r.offset, ack });
+                        break;
+                    }
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                        // Backpressure: wait for the oldest acks before queueing more.
+                        out = back;
+                        if self.in_flight.is_empty() {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        } else {
+                            self.await_acks(self.in_flight.len().div_ceil(2)).await?;
+                        }
+                    }
+                    Err((e, _)) => return Err(produce_error(&self.flow, &r.topic, r.partition, r.offset, e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> ConnectResult<()> {
+        self.await_acks(self.in_flight.len()).await?;
+        self.syncs.flush().await
+    }
+
+    async fn close(&mut self) -> ConnectResult<()> {
+        let result = self.flush().await;
+        for (topic, dropped) in self.router.residency_drops() {
+            tracing::info!(flow = %self.flow.name, topic, dropped, "records withheld by residency");
+        }
+        if self.loop_drops > 0 {
+            tracing::info!(flow = %self.flow.name, dropped = self.loop_drops, "records dropped by the loop guard");
+        }
+        result
+    }
+}

@@ -1,0 +1,103 @@
+//! Where a source topic goes on the target: the residency decision, the renamed topic, and the
+//! target topic itself, created at first sight with the source's partition count and configs and
+//! grown when the source grows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rdkafka::producer::FutureProducer;
+use strait_connect::{ConnectError, ConnectResult};
+
+use crate::admin::{await_producer_metadata, Admin};
+use crate::config::Flow;
+
+/// The decision for one source topic.
+enum Route {
+    /// Residency forbids the target; records are dropped. `dropped` counts them.
+    Denied { dropped: u64 },
+    /// Replicated to `target` which has at least `partitions` partitions.
+    Allowed { target: Arc<str>, partitions: usize },
+}
+
+/// Routes source topics to target topics for one flow.
+pub struct TopicRouter {
+    flow: Arc<Flow>,
+    source: Admin,
+    target: Admin,
+    routes: HashMap<String, Route>,
+}
+
+impl TopicRouter {
+    /// A router for `flow`. Errors: invalid client config for either cluster.
+    pub fn new(flow: Arc<Flow>) -> ConnectResult<Self> {
+        let source = Admin::new(&flow.source).map_err(|e| ConnectError::backend("source admin client", e))?;
+        let target = Admin::new(&flow.target).map_err(|e| ConnectError::backend("target admin client", e))?;
+        Ok(Self { flow, source, target, routes: HashMap::new() })
+    }
+
+    /// The target topic for a record of `topic`/`partition`, or `None` when residency drops it.
+    /// Creates the target topic, or adds partitions, as needed, and waits until `producer` can
+    /// write to the partition. Errors: a backend error naming the topic.
+    pub async fn route(&mut self, topic: &str, partition: i32, producer: &FutureProducer) -> ConnectResult<Option<Arc<str>>> {
+        match self.routes.get_mut(topic) {
+            Some(Route::Denied { dropped }) => {
+                *dropped += 1;
+                return Ok(None);
+            }
+            Some(Route::Allowed { target, partitions }) if (partition as usize) < *partitions => {
+                return Ok(Some(target.clone()));
+            }
+            _ => {}
+        }
+        let original = self.flow.policy.original_topic(topic);
+        if let Err(reason) = self.flow.residency.check(&[topic, &original]) {
+            tracing::warn!(flow = %self.flow.name, topic, "residency: not replicating this topic: {reason}");
+            self.routes.insert(topic.to_string(), Route::Denied { dropped: 1 });
+            return Ok(None);
+        }
+        let target = self.flow.policy.remote_topic(&self.flow.source.alias, topic);
+        let partitions = self.ensure_target(topic, &target, partition).await?;
+        await_producer_metadata(producer, &target, partition as usize + 1)
+            .await
+            .map_err(|e| ConnectError::backend(format!("target topic {target} partition {partition} not visible"), e))?;
+        let target: Arc<str> = target.into();
+        self.routes.insert(topic.to_string(), Route::Allowed { target: target.clone(), partitions });
+        Ok(Some(target))
+    }
+
+    /// Creates or grows `target` to the source's partition count; returns the count.
+    async fn ensure_target(&self, topic: &str, target: &str, partition: i32) -> ConnectResult<usize> {
+        let fail = |what: &str, e| ConnectError::backend(format!("{what} (source topic {topic}, target topic {target})"), e);
+        let source_partitions = self
+            .source
+            .describe(topic)
+            .await
+            .map_err(|e| fail("describe source topic", e))?
+            .map_or(0, |t| t.partitions)
+            .max(partition as usize + 1);
+        match self.target.describe(target).await.map_err(|e| fail("describe target topic", e))? {
+            None => {
+                let configs = self.source.replicable_configs(topic).await.map_err(|e| fail("read source topic configs", e))?;
+                self.target
+                    .create_topic(target, source_partitions, self.flow.settings.replication_factor, &configs)
+                    .await
+                    .map_err(|e| fail("create target topic", e))?;
+                tracing::info!(flow = %self.flow.name, topic, target, partitions = source_partitions, configs = ?configs, "created target topic");
+            }
+            Some(t) if t.partitions < source_partitions => {
+                self.target.add_partitions(target, source_partitions).await.map_err(|e| fail("add target partitions", e))?;
+                tracing::info!(flow = %self.flow.name, topic, target, from = t.partitions, to = source_partitions, "added target partitions");
+            }
+            Some(_) => {}
+        }
+        Ok(source_partitions)
+    }
+
+    /// Records dropped by residency so far, per source topic.
+    pub fn residency_drops(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.routes.iter().filter_map(|(t, r)| match r {
+            Route::Denied { dropped } => Some((t.as_str(), *dropped)),
+            Route::Allowed { .. } => None,
+        })
+    }
+}

@@ -1,0 +1,6 @@
+//! Tests through real Apache Kafka brokers. `scripts/test` starts the shared clusters and sets
+//! `STRAIT_TEST_BOOTSTRAP_1` and `_2`; every test uses its own aliases and topic names.
+
+mod support;
+
+mod fidelity;

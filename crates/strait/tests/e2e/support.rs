@@ -1,0 +1,279 @@
+//! Helpers for tests through real brokers: the shared clusters started by `scripts/test`,
+//! unique names, producing and reading records, and running the `strait` binary.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header as KHeader, Headers, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+/// Bootstrap of shared cluster `n` (1-based), started by `scripts/test`.
+pub fn cluster(n: usize) -> String {
+    std::env::var(format!("STRAIT_TEST_BOOTSTRAP_{n}")).unwrap_or_else(|_| {
+        panic!("STRAIT_TEST_BOOTSTRAP_{n} is not set: run the broker tests with ./scripts/test, which starts the clusters")
+    })
+}
+
+/// A name unique to this test run: `prefix-<pid>-<n>`; safe as topic prefix and alias.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("{prefix}{}x{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::SeqCst))
+}
+
+pub fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
+    ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin client")
+}
+
+pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+    let mut t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for (k, v) in configs {
+        t = t.set(k, v);
+    }
+    let r = admin(bootstrap).create_topics([&t], &AdminOptions::new()).await.expect("create topics");
+    r[0].as_ref().expect("topic created");
+}
+
+pub async fn add_partitions(bootstrap: &str, topic: &str, total: usize) {
+    let r = admin(bootstrap).create_partitions([&NewPartitions::new(topic, total)], &AdminOptions::new()).await.expect("create partitions");
+    r[0].as_ref().expect("partitions added");
+}
+
+/// A record to produce or as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rec {
+    pub partition: i32,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub timestamp: i64,
+}
+
+impl Rec {
+    pub fn simple(partition: i32, value: &str) -> Self {
+        Rec { partition, key: None, value: Some(value.as_bytes().to_vec()), headers: vec![], timestamp: now_ms() }
+    }
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+pub fn producer(bootstrap: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create()
+        .expect("producer")
+}
+
+/// Produces `records` in order and waits for every ack.
+pub async fn produce(bootstrap: &str, topic: &str, records: &[Rec]) {
+    let p = producer(bootstrap);
+    let mut acks = Vec::with_capacity(records.len());
+    for r in records {
+        let mut hs = OwnedHeaders::new();
+        for (k, v) in &r.headers {
+            hs = hs.insert(KHeader { key: k, value: v.as_deref() });
+        }
+        let mut fr = FutureRecord::<[u8], [u8]>::to(topic).partition(r.partition).timestamp(r.timestamp).headers(hs);
+        if let Some(k) = &r.key {
+            fr = fr.key(k);
+        }
+        if let Some(v) = &r.value {
+            fr = fr.payload(v);
+        }
+        loop {
+            match p.send_result(fr) {
+                Ok(a) => {
+                    acks.push(a);
+                    break;
+                }
+                Err((_, back)) => {
+                    fr = back;
+                    p.poll(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    for a in acks {
+        a.await.expect("ack").expect("produced");
+    }
+    p.flush(Duration::from_secs(10)).expect("flush");
+}
+
+/// Every record of every partition of `topic`, read to the high watermark. Headers named
+/// `strait.provenance` are dropped unless `keep_provenance`.
+pub fn read_all(bootstrap: &str, topic: &str, keep_provenance: bool) -> BTreeMap<i32, Vec<(i64, Rec)>> {
+    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("enable.partition.eof", "false").create().unwrap();
+    let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+    let parts = md.topics()[0].partitions().len() as i32;
+    let mut out = BTreeMap::new();
+    let mut tpl = TopicPartitionList::new();
+    let mut highs = BTreeMap::new();
+    for p in 0..parts {
+        let (_, high) = c.fetch_watermarks(topic, p, Duration::from_secs(10)).unwrap();
+        highs.insert(p, high);
+        out.insert(p, Vec::new());
+        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut done: std::collections::BTreeSet<i32> = highs.iter().filter(|(_, h)| **h == 0).map(|(p, _)| *p).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while done.len() < parts as usize {
+        assert!(Instant::now() < deadline, "reading {topic} timed out");
+        let Some(m) = c.poll(Duration::from_millis(500)) else { continue };
+        let m = m.expect("consume");
+        let headers = m
+            .headers()
+            .map(|hs| hs.iter().filter(|h| keep_provenance || h.key != "strait.provenance").map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+            .unwrap_or_default();
+        let rec = Rec {
+            partition: m.partition(),
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec),
+            headers,
+            timestamp: m.timestamp().to_millis().unwrap_or(-1),
+        };
+        out.get_mut(&m.partition()).unwrap().push((m.offset(), rec));
+        if m.offset() + 1 >= highs[&m.partition()] {
+            done.insert(m.partition());
+        }
+    }
+    out
+}
+
+/// Record count of `topic` (sum of high - low watermarks), or `None` if it does not exist.
+pub fn count(bootstrap: &str, topic: &str) -> Option<i64> {
+    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).ok()?;
+    let t = md.topics().iter().find(|t| t.name() == topic && t.error().is_none())?;
+    let mut n = 0;
+    for p in t.partitions() {
+        let (lo, hi) = c.fetch_watermarks(topic, p.id(), Duration::from_secs(10)).ok()?;
+        n += hi - lo;
+    }
+    Some(n)
+}
+
+pub fn partitions(bootstrap: &str, topic: &str) -> usize {
+    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+    md.topics().iter().find(|t| t.name() == topic && t.error().is_none()).map_or(0, |t| t.partitions().len())
+}
+
+pub fn topic_exists(bootstrap: &str, topic: &str) -> bool {
+    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let md = c.fetch_metadata(None, Duration::from_secs(10)).unwrap();
+    md.topics().iter().any(|t| t.name() == topic)
+}
+
+/// Polls `cond` every 200 ms until true; panics with `what` after `timeout`.
+pub async fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A `strait run` process; killed (SIGKILL) on drop.
+pub struct Strait {
+    child: Child,
+    pub log: PathBuf,
+}
+
+pub fn write_config(name: &str, toml: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join("strait-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, toml).unwrap();
+    path
+}
+
+impl Strait {
+    pub fn start(name: &str, toml: &str) -> Self {
+        let config = write_config(name, toml);
+        let log = config.with_extension("log");
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_strait"))
+            .arg("run")
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "info,librdkafka=warn,rdkafka=warn")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn strait");
+        Strait { child, log }
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then wait up to 60 s for a clean exit.
+    pub fn stop(mut self) -> ExitStatus {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "strait did not stop after SIGTERM; log: {}", self.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Strait {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A two-cluster config: `src` → `dst` with one flow, `flow_extra` TOML lines added to the flow,
+/// and `extra` appended (e.g. a `[residency]` table).
+pub fn two_cluster_config(src: (&str, &str, &str), dst: (&str, &str, &str), flow_extra: &str, extra: &str) -> String {
+    format!(
+        r#"
+[[clusters]]
+alias = "{}"
+bootstrap_servers = "{}"
+zones = [{}]
+
+[[clusters]]
+alias = "{}"
+bootstrap_servers = "{}"
+zones = [{}]
+
+[[flows]]
+source = "{}"
+target = "{}"
+refresh_topics_interval_ms = 1000
+{flow_extra}
+
+{extra}
+"#,
+        src.0, src.1, src.2, dst.0, dst.1, dst.2, src.0, dst.0
+    )
+}
