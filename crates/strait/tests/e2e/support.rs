@@ -113,7 +113,7 @@ pub async fn produce(bootstrap: &str, topic: &str, records: &[Rec]) {
 /// Every record of every partition of `topic`, read to the high watermark. Headers named
 /// `strait.provenance` are dropped unless `keep_provenance`.
 pub fn read_all(bootstrap: &str, topic: &str, keep_provenance: bool) -> BTreeMap<i32, Vec<(i64, Rec)>> {
-    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("enable.partition.eof", "false").create().unwrap();
+    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", "strait-test-reader").set("enable.partition.eof", "false").create().unwrap();
     let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
     let parts = md.topics()[0].partitions().len() as i32;
     let mut out = BTreeMap::new();
