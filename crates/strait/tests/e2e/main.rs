@@ -3,4 +3,7 @@
 
 mod support;
 
+mod active_active;
 mod fidelity;
+mod residency;
+mod selection;

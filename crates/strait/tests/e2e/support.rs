@@ -170,10 +170,14 @@ pub fn partitions(bootstrap: &str, topic: &str) -> usize {
     md.topics().iter().find(|t| t.name() == topic && t.error().is_none()).map_or(0, |t| t.partitions().len())
 }
 
-pub fn topic_exists(bootstrap: &str, topic: &str) -> bool {
+pub fn list_topics(bootstrap: &str) -> Vec<String> {
     let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
     let md = c.fetch_metadata(None, Duration::from_secs(10)).unwrap();
-    md.topics().iter().any(|t| t.name() == topic)
+    md.topics().iter().map(|t| t.name().to_string()).collect()
+}
+
+pub fn topic_exists(bootstrap: &str, topic: &str) -> bool {
+    list_topics(bootstrap).iter().any(|t| t == topic)
 }
 
 /// Polls `cond` every 200 ms until true; panics with `what` after `timeout`.

@@ -1,0 +1,72 @@
+use std::time::Duration;
+
+use crate::support::*;
+
+/// Topics on B whose name contains `p`.
+fn topics_with(bootstrap: &str, p: &str) -> Vec<String> {
+    let mut v: Vec<String> = list_topics(bootstrap).into_iter().filter(|t| t.contains(p)).collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn include_exclude_naming_and_internal_topics() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("sel");
+    let (s1, d1, s2, d2) = (format!("{p}s1"), format!("{p}d1"), format!("{p}s2"), format!("{p}d2"));
+    let names = [
+        format!("{p}-keep"),
+        format!("{p}-skip"),
+        format!("{p}-x.internal"),
+        format!("{p}-x-internal"),
+        format!("{p}-y.replica"),
+        format!("__{p}-hidden"),
+        format!("{p}-id"),
+    ];
+    for t in &names {
+        create_topic(&a, t, 2, &[]).await;
+        produce(&a, t, &(0..20).map(|i| Rec::simple(i % 2, &format!("{t}-{i}"))).collect::<Vec<_>>()).await;
+    }
+    let config = format!(
+        r#"
+[[clusters]]
+alias = "{s1}"
+bootstrap_servers = "{a}"
+[[clusters]]
+alias = "{d1}"
+bootstrap_servers = "{b}"
+[[clusters]]
+alias = "{s2}"
+bootstrap_servers = "{a}"
+[[clusters]]
+alias = "{d2}"
+bootstrap_servers = "{b}"
+
+[[flows]]
+source = "{s1}"
+target = "{d1}"
+refresh_topics_interval_ms = 1000
+topics = ["{p}-(keep|skip|x.*)", "__{p}.*"]
+topics_exclude = ["{p}-skip"]
+
+[[flows]]
+source = "{s2}"
+target = "{d2}"
+refresh_topics_interval_ms = 1000
+replication_policy = "identity"
+topics = ["{p}-(id|y.replica)"]
+"#
+    );
+    let strait = Strait::start(&p, &config);
+    let keep = format!("{s1}.{p}-keep");
+    let id = format!("{p}-id");
+    wait_until("default-named topic replicated", Duration::from_secs(60), || count(&b, &keep) == Some(20)).await;
+    wait_until("identity-named topic replicated", Duration::from_secs(60), || count(&b, &id) == Some(20)).await;
+    // Give the flows a few more refreshes to wrongly pick up anything else.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(strait.stop().success());
+    let data_topics: Vec<String> = topics_with(&b, &p).into_iter().filter(|t| !t.starts_with("mm2-offset-syncs.")).collect();
+    // `-skip` is excluded by the flow, `.replica` by MM2's default excludes (flow 2 keeps them),
+    // `.internal`, `-internal` and `__` topics are internal whatever the filters say.
+    assert_eq!(data_topics, vec![id, keep], "only the selected topics exist on the target");
+}
