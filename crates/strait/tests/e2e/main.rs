@@ -4,6 +4,9 @@
 mod support;
 
 mod active_active;
+mod crash;
+mod discovery;
 mod fidelity;
+mod offset_syncs;
 mod residency;
 mod selection;

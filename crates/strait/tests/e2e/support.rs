@@ -281,3 +281,11 @@ refresh_topics_interval_ms = 1000
         src.0, src.1, src.2, dst.0, dst.1, dst.2, src.0, dst.0
     )
 }
+
+/// Explicitly set configs of `topic`.
+pub async fn describe_topic_configs(bootstrap: &str, topic: &str) -> BTreeMap<String, String> {
+    use rdkafka::admin::{ConfigSource, ResourceSpecifier};
+    let r = admin(bootstrap).describe_configs([&ResourceSpecifier::Topic(topic)], &AdminOptions::new()).await.unwrap();
+    let res = r.into_iter().next().unwrap().unwrap();
+    res.entries.into_iter().filter(|e| e.source == ConfigSource::DynamicTopic).filter_map(|e| Some((e.name, e.value?))).collect()
+}

@@ -1,0 +1,36 @@
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn new_topics_and_partitions_are_picked_up() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("disc");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let first = format!("{p}-first");
+    create_topic(&a, &first, 1, &[("retention.ms", "86400000"), ("cleanup.policy", "compact,delete")]).await;
+    produce(&a, &first, &(0..10).map(|i| Rec { key: Some(vec![i as u8]), ..Rec::simple(0, "x") }).collect::<Vec<_>>()).await;
+    // Default refresh interval (5 s): a new topic must still arrive within 10 s.
+    let mut config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{p}-.*\"]"), "");
+    config = config.replace("refresh_topics_interval_ms = 1000\n", "");
+    let strait = Strait::start(&p, &config);
+    wait_until("first topic", Duration::from_secs(60), || count(&b, &format!("{src}.{first}")) == Some(10)).await;
+    let configs = describe_topic_configs(&b, &format!("{src}.{first}")).await;
+    assert_eq!(configs.get("retention.ms").map(String::as_str), Some("86400000"), "topic configs copied");
+    assert_eq!(configs.get("cleanup.policy").map(String::as_str), Some("compact,delete"));
+
+    let second = format!("{p}-second");
+    create_topic(&a, &second, 2, &[]).await;
+    let started = Instant::now();
+    produce(&a, &second, &(0..20).map(|i| Rec::simple(i % 2, "y")).collect::<Vec<_>>()).await;
+    wait_until("new topic within 10 s", Duration::from_secs(10), || count(&b, &format!("{src}.{second}")) == Some(20)).await;
+    eprintln!("new topic replicated {:?} after creation", started.elapsed());
+
+    add_partitions(&a, &first, 3).await;
+    produce(&a, &first, &[Rec { key: Some(b"k1".to_vec()), ..Rec::simple(1, "p1") }, Rec { key: Some(b"k2".to_vec()), ..Rec::simple(2, "p2") }]).await;
+    wait_until("added partitions replicated", Duration::from_secs(30), || count(&b, &format!("{src}.{first}")) == Some(12)).await;
+    assert_eq!(partitions(&b, &format!("{src}.{first}")), 3);
+    assert!(strait.stop().success());
+    let target = read_all(&b, &format!("{src}.{first}"), false);
+    assert_eq!(target[&2][0].1.value.as_deref(), Some(&b"p2"[..]), "same partition on the target");
+}
