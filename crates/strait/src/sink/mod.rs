@@ -41,6 +41,8 @@ struct InFlight {
     topic: Arc<str>,
     partition: i32,
     upstream: i64,
+    /// Key + value + header bytes, for error messages.
+    bytes: usize,
     ack: DeliveryFuture,
 }
 
@@ -111,8 +113,8 @@ impl TargetSink {
         for f in self.in_flight.drain(..count.min(self.in_flight.len())) {
             let delivery = match f.ack.await {
                 Ok(Ok(d)) => d,
-                Ok(Err((e, _))) => return Err(produce_error(&self.flow, &f.topic, f.partition, f.upstream, e)),
-                Err(_) => return Err(produce_error(&self.flow, &f.topic, f.partition, f.upstream, KafkaError::Canceled)),
+                Ok(Err((e, _))) => return Err(produce_error(&self.flow, &f.topic, f.partition, f.upstream, f.bytes, e)),
+                Err(_) => return Err(produce_error(&self.flow, &f.topic, f.partition, f.upstream, f.bytes, KafkaError::Canceled)),
             };
             self.syncs.acked(&f.topic, f.partition, f.upstream, delivery.offset);
         }
@@ -120,9 +122,14 @@ impl TargetSink {
     }
 }
 
-fn produce_error(flow: &Flow, topic: &str, partition: i32, offset: i64, e: KafkaError) -> ConnectError {
+/// The error that stops a flow when a record cannot be produced. A broker rejects whole batches,
+/// so the record named is the first of its batch that failed.
+fn produce_error(flow: &Flow, topic: &str, partition: i32, offset: i64, bytes: usize, e: KafkaError) -> ConnectError {
     ConnectError::backend(
-        format!("flow {} topic {topic} partition {partition} offset {offset}: record could not be produced to {}", flow.name, flow.target.alias),
+        format!(
+            "flow {} topic {topic} partition {partition} offset {offset}: record of {bytes} bytes could not be produced to {}",
+            flow.name, flow.target.alias
+        ),
         e,
     )
 }
@@ -137,6 +144,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
                 continue;
             };
             let Some(target) = self.router.route(&r.topic, r.partition, &self.producer).await? else { continue };
+            let bytes = record.size_bytes;
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len() + 1);
             for h in &record.headers {
                 headers = headers.insert(KafkaHeader { key: &h.key, value: h.value.as_deref() });
@@ -156,7 +164,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
                 match self.producer.send_result(out) {
                     Ok(ack) => {
                         let topic: Arc<str> = Arc::from(r.topic.as_str());
-                        self.in_flight.push(InFlight { topic, partition: r.partition, upstream: r.offset, ack });
+                        self.in_flight.push(InFlight { topic, partition: r.partition, upstream: r.offset, bytes, ack });
                         break;
                     }
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
@@ -168,7 +176,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
                             self.await_acks(self.in_flight.len().div_ceil(2)).await?;
                         }
                     }
-                    Err((e, _)) => return Err(produce_error(&self.flow, &r.topic, r.partition, r.offset, e)),
+                    Err((e, _)) => return Err(produce_error(&self.flow, &r.topic, r.partition, r.offset, bytes, e)),
                 }
             }
         }

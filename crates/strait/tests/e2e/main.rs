@@ -6,6 +6,7 @@ mod support;
 mod active_active;
 mod crash;
 mod discovery;
+mod failure;
 mod fidelity;
 mod offset_syncs;
 mod residency;

@@ -1,0 +1,36 @@
+use std::time::Duration;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unproducible_record_stops_the_flow_naming_topic_partition_offset() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("fail");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic = format!("{p}-big");
+    create_topic(&a, &topic, 1, &[("max.message.bytes", "2000000")]).await;
+    // The target topic already exists and refuses records over 10 kB.
+    create_topic(&b, &format!("{src}.{topic}"), 1, &[("max.message.bytes", "10000")]).await;
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]"), "");
+    // Five small records replicate; the sixth (offset 5) is too large for the target. Produced
+    // after the first five are on the target, so it travels alone in its produce batch.
+    produce(&a, &topic, &(0..5).map(|i| Rec::simple(0, &format!("small-{i}"))).collect::<Vec<_>>()).await;
+    let first = Strait::start(&format!("{p}-first"), &config);
+    wait_until("small records replicated", Duration::from_secs(60), || count(&b, &format!("{src}.{topic}")) == Some(5)).await;
+    assert!(first.stop().success());
+    produce(&a, &topic, &[Rec::simple(0, &"x".repeat(100_000))]).await;
+    for attempt in 0..2 {
+        let mut strait = Strait::start(&format!("{p}-{attempt}"), &config);
+        wait_until("strait stops on the bad record", Duration::from_secs(60), || !strait.is_running()).await;
+        let log = strait.log.clone();
+        let status = strait.stop();
+        let logs = std::fs::read_to_string(&log).unwrap();
+        assert!(!status.success(), "a flow that cannot produce exits non-zero");
+        assert!(
+            logs.contains(&format!("topic {topic} partition 0 offset 5")),
+            "error names topic, partition and offset: {logs}"
+        );
+        // Never skipped: after a restart the same record stops the flow again.
+        assert_eq!(count(&b, &format!("{src}.{topic}")), Some(5), "nothing past the bad record");
+    }
+}
