@@ -352,3 +352,53 @@ impl Config {
         Ok(flows)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first ```toml block of README.md.
+    fn readme_example() -> String {
+        let readme = include_str!("../../../README.md");
+        let start = readme.find("```toml\n").expect("README has a toml example") + "```toml\n".len();
+        let end = start + readme[start..].find("```").expect("closed block");
+        readme[start..end].to_string()
+    }
+
+    #[test]
+    fn readme_example_parses() {
+        let config = Config::parse(&readme_example()).expect("README example is valid");
+        let flows = config.flows().unwrap();
+        assert_eq!(flows.len(), 2);
+        assert_eq!(flows[0].name, "eu-west->us-east");
+        assert_eq!(flows[1].policy, ReplicationPolicy::Identity { separator: ".".into() });
+        assert_eq!(config.clusters[0].client.get("sasl.mechanism").map(String::as_str), Some("SCRAM-SHA-512"));
+    }
+
+    #[test]
+    fn defaults_follow_the_docs() {
+        let config = Config::parse(
+            "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"h:1\"\n[[clusters]]\nalias = \"b\"\nbootstrap_servers = \"h:2\"\n[[flows]]\nsource = \"a\"\ntarget = \"b\"\n",
+        )
+        .unwrap();
+        let f = &config.flows[0];
+        assert_eq!(f.offset_lag_max, 100);
+        assert_eq!(f.refresh_topics_interval_ms, 5_000);
+        assert_eq!(f.offset_syncs_topic_location, SyncsLocation::Target);
+        assert_eq!(f.replication_policy, PolicyKind::Default);
+        let flow = &config.flows().unwrap()[0];
+        assert!(flow.topics.matches("orders"));
+        assert!(!flow.topics.matches("x.internal") && !flow.topics.matches("a.replica") && !flow.topics.matches("__consumer_offsets"));
+    }
+
+    #[test]
+    fn filters_match_whole_names() {
+        let config = Config::parse(
+            "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"h:1\"\n[[clusters]]\nalias = \"b\"\nbootstrap_servers = \"h:2\"\n[[flows]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"ord.*\"]\n",
+        )
+        .unwrap();
+        let flow = &config.flows().unwrap()[0];
+        assert!(flow.topics.matches("orders"));
+        assert!(!flow.topics.matches("old-orders"), "a regex must match the whole name, as in MM2");
+    }
+}
