@@ -4,17 +4,17 @@ use crate::support::*;
 
 fn record(i: usize, partition: i32) -> Rec {
     let mut headers = vec![("seq".to_string(), Some(i.to_string().into_bytes()))];
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         headers.push(("dup".into(), Some(b"one".to_vec())));
         headers.push(("dup".into(), Some(b"two".to_vec())));
     }
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         headers.push(("null-valued".into(), None));
     }
     Rec {
         partition,
-        key: if i % 4 == 0 { None } else { Some(format!("key-{}", i % 50).into_bytes()) },
-        value: if i % 7 == 0 { None } else { Some(format!("value-{i}-{}", "x".repeat(i % 100)).into_bytes()) },
+        key: if i.is_multiple_of(4) { None } else { Some(format!("key-{}", i % 50).into_bytes()) },
+        value: if i.is_multiple_of(7) { None } else { Some(format!("value-{i}-{}", "x".repeat(i % 100)).into_bytes()) },
         headers,
         timestamp: 1_600_000_000_000 + i as i64 * 1000,
     }
