@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use regex::Regex;
 use serde::Deserialize;
-use strait_mm2::{ReplicationPolicy, DEFAULT_TOPICS_EXCLUDE};
+use strait_mm2::{ReplicationPolicy, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE};
 
 /// A configuration problem: the field path and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
@@ -124,6 +124,36 @@ pub struct FlowConfig {
     /// `default.replication.factor`. Default -1.
     #[serde(default = "default_rf")]
     pub replication_factor: i32,
+    /// Regexes (whole-name match) of source consumer groups to checkpoint. Default `[".*"]`.
+    #[serde(default = "all_topics")]
+    pub groups: Vec<String>,
+    /// Regexes of groups never to checkpoint. Default MM2's
+    /// `["console-consumer-.*", "connect-.*", "__.*"]`.
+    #[serde(default = "default_groups_exclude")]
+    pub groups_exclude: Vec<String>,
+    /// Write checkpoints to `<source-alias>.checkpoints.internal` on the target (MM2
+    /// `emit.checkpoints.enabled`). Default true.
+    #[serde(default = "yes")]
+    pub emit_checkpoints: bool,
+    /// How often checkpoints are emitted (ms). Default 5,000 (MM2 waits 60 s).
+    #[serde(default = "default_checkpoints_ms")]
+    pub emit_checkpoints_interval_ms: u64,
+    /// How often source consumer groups are re-listed (ms). Default 10,000.
+    #[serde(default = "default_groups_ms")]
+    pub refresh_groups_interval_ms: u64,
+    /// Commit translated offsets into target groups that are absent or empty (MM2
+    /// `sync.group.offsets.enabled`). Default false.
+    #[serde(default)]
+    pub sync_group_offsets: bool,
+    /// How often group offsets are synced (ms). Default 5,000.
+    #[serde(default = "default_checkpoints_ms")]
+    pub sync_group_offsets_interval_ms: u64,
+    /// Write heartbeats to `heartbeats` on the target (MM2 `emit.heartbeats.enabled`). Default true.
+    #[serde(default = "yes")]
+    pub emit_heartbeats: bool,
+    /// How often heartbeats are written (ms). Default 1,000.
+    #[serde(default = "default_heartbeats_ms")]
+    pub emit_heartbeats_interval_ms: u64,
 }
 
 /// Residency: which topics may be written to which zones.
@@ -171,6 +201,21 @@ fn all_topics() -> Vec<String> {
 }
 fn default_topics_exclude() -> Vec<String> {
     DEFAULT_TOPICS_EXCLUDE.iter().map(|s| s.to_string()).collect()
+}
+fn default_groups_exclude() -> Vec<String> {
+    DEFAULT_GROUPS_EXCLUDE.iter().map(|s| s.to_string()).collect()
+}
+fn yes() -> bool {
+    true
+}
+fn default_checkpoints_ms() -> u64 {
+    5_000
+}
+fn default_groups_ms() -> u64 {
+    10_000
+}
+fn default_heartbeats_ms() -> u64 {
+    1_000
 }
 fn default_policy() -> PolicyKind {
     PolicyKind::Default
@@ -236,6 +281,8 @@ pub struct Flow {
     pub target: ClusterConfig,
     /// Which source topics to replicate (before internal-topic and cycle rules).
     pub topics: NameFilter,
+    /// Which source consumer groups to checkpoint.
+    pub groups: NameFilter,
     /// Naming of target topics.
     pub policy: ReplicationPolicy,
     /// The flow's settings as written.
@@ -248,6 +295,24 @@ impl Flow {
     /// Re-list interval for source topics.
     pub fn refresh_interval(&self) -> Duration {
         Duration::from_millis(self.settings.refresh_topics_interval_ms)
+    }
+
+    /// Where the flow's offset syncs live: the cluster and `mm2-offset-syncs.<alias>.internal`
+    /// (KIP-716: named after the other cluster's alias).
+    pub fn offset_syncs(&self) -> (&ClusterConfig, String) {
+        match self.settings.offset_syncs_topic_location {
+            SyncsLocation::Target => (&self.target, strait_mm2::offset_syncs_topic(&self.source.alias)),
+            SyncsLocation::Source => (&self.source, strait_mm2::offset_syncs_topic(&self.target.alias)),
+        }
+    }
+
+    /// Whether a source topic is replicated by this flow: MM2's rules — the topic filter (or a
+    /// heartbeats topic, always replicated so upstream clusters can be discovered), never an
+    /// internal topic, never a topic that came from the target (a cycle under default naming).
+    pub fn replicates(&self, topic: &str) -> bool {
+        (self.topics.matches(topic) || self.policy.is_heartbeats_topic(topic))
+            && !strait_mm2::is_internal_topic(topic)
+            && !self.policy.is_cycle(topic, &self.target.alias)
     }
 }
 
@@ -323,6 +388,10 @@ impl Config {
                 ("commit_interval_ms", f.commit_interval_ms),
                 ("max_batch_records", f.max_batch_records),
                 ("max_batch_bytes", f.max_batch_bytes),
+                ("emit_checkpoints_interval_ms", f.emit_checkpoints_interval_ms),
+                ("refresh_groups_interval_ms", f.refresh_groups_interval_ms),
+                ("sync_group_offsets_interval_ms", f.sync_group_offsets_interval_ms),
+                ("emit_heartbeats_interval_ms", f.emit_heartbeats_interval_ms),
             ] {
                 if value == 0 {
                     return Err(err(format!("{field}.{name}"), "must be positive"));
@@ -335,6 +404,10 @@ impl Config {
                 include: compile(&format!("{field}.topics"), &f.topics)?,
                 exclude: compile(&format!("{field}.topics_exclude"), &f.topics_exclude)?,
             };
+            let groups = NameFilter {
+                include: compile(&format!("{field}.groups"), &f.groups)?,
+                exclude: compile(&format!("{field}.groups_exclude"), &f.groups_exclude)?,
+            };
             let policy = match f.replication_policy {
                 PolicyKind::Default => ReplicationPolicy::Default { separator: f.separator.clone() },
                 PolicyKind::Identity => ReplicationPolicy::Identity { separator: f.separator.clone() },
@@ -344,6 +417,7 @@ impl Config {
                 source: (*source).clone(),
                 target: (*target).clone(),
                 topics,
+                groups,
                 policy,
                 settings: f.clone(),
                 residency: residency.for_target(&target.alias, &target.zones),

@@ -7,7 +7,9 @@ use std::time::Duration;
 use strait_connect::{ConnectError, ConnectResult, ConnectorRuntime, RuntimeConfig, RuntimeState};
 use tokio::sync::watch;
 
+use crate::checkpoint::CheckpointTask;
 use crate::config::Flow;
+use crate::heartbeat::run_heartbeats;
 use crate::positions::PositionStore;
 use crate::sink::TargetSink;
 use crate::source::KafkaSource;
@@ -25,7 +27,7 @@ pub async fn run_flow(flow: Arc<Flow>, mut shutdown: watch::Receiver<bool>) -> C
     let (source, sink) = loop {
         let started = tokio::select! {
             r = start(flow.clone()) => r,
-            _ = shutdown.wait_for(|s| *s) => return Ok(()),
+            _ = stopped(&mut shutdown) => return Ok(()),
         };
         match started {
             Ok(parts) => break parts,
@@ -33,7 +35,7 @@ pub async fn run_flow(flow: Arc<Flow>, mut shutdown: watch::Receiver<bool>) -> C
                 tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "flow could not start; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = shutdown.wait_for(|s| *s) => return Ok(()),
+                    _ = stopped(&mut shutdown) => return Ok(()),
                 }
                 wait = (wait * 2).min(BACKOFF_MAX);
             }
@@ -47,17 +49,55 @@ pub async fn run_flow(flow: Arc<Flow>, mut shutdown: watch::Receiver<bool>) -> C
         poll_timeout: Duration::from_millis(100),
     };
     let (runtime, handle) = ConnectorRuntime::new(source, sink, config);
+    // Side tasks stop with the flow, whether it is shut down or fails.
+    let (stop_side, side_shutdown) = watch::channel(false);
+    let mut side = tokio::task::JoinSet::new();
+    if settings.emit_heartbeats {
+        side.spawn(run_heartbeats(flow.clone(), side_shutdown.clone()));
+    }
+    if settings.emit_checkpoints || settings.sync_group_offsets {
+        side.spawn(run_checkpoints(flow.clone(), side_shutdown));
+    }
     let stopper = tokio::spawn(async move {
-        let _ = shutdown.wait_for(|s| *s).await;
+        stopped(&mut shutdown).await;
         handle.shutdown();
     });
     let state = runtime.run().await;
     stopper.abort();
+    stop_side.send_replace(true);
+    while side.join_next().await.is_some() {}
     match state {
         RuntimeState::Failed(e) => Err(ConnectError::backend(format!("flow {} failed", flow.name), e.to_string())),
         _ => {
             tracing::info!(flow = %flow.name, "flow stopped after a final drain");
             Ok(())
+        }
+    }
+}
+
+/// Resolves once `shutdown` turns true (or its sender is gone).
+pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|s| *s).await;
+}
+
+/// Starts the checkpoint task (retrying with backoff until the target answers) and runs it.
+async fn run_checkpoints(flow: Arc<Flow>, mut shutdown: watch::Receiver<bool>) {
+    let mut wait = BACKOFF_MIN;
+    loop {
+        let started = tokio::select! {
+            r = CheckpointTask::start(flow.clone()) => r,
+            _ = stopped(&mut shutdown) => return,
+        };
+        match started {
+            Ok(task) => return task.run(shutdown).await,
+            Err(e) => {
+                tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "checkpoints could not start; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stopped(&mut shutdown) => return,
+                }
+                wait = (wait * 2).min(BACKOFF_MAX);
+            }
         }
     }
 }

@@ -83,3 +83,46 @@ pub async fn acked(ack: DeliveryFuture) -> Result<i64, KafkaError> {
         Err(_) => Err(KafkaError::Canceled),
     }
 }
+
+/// A record's key and value bytes, as read by [`read_to_end`].
+pub type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Every record of partition `partition` of `topic`, from its beginning to the high watermark
+/// seen at the start. A missing or empty partition gives nothing. For Strait's small compacted
+/// state topics (positions, checkpoints, offset syncs). Errors: the first client error, or no
+/// progress for 30 s.
+pub async fn read_to_end(cluster: &ClusterConfig, topic: &str, partition: i32) -> Result<Vec<KeyValue>, KafkaError> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let consumer: BaseConsumer =
+        client_config(cluster, &[("group.id", "strait-state-reader"), ("enable.auto.commit", "false")]).create()?;
+    let topic = topic.to_string();
+    blocking(move || {
+        let mut out = Vec::new();
+        let md = consumer.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+        let exists = md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty());
+        if !exists {
+            return Ok(out);
+        }
+        let (low, high) = consumer.fetch_watermarks(&topic, partition, Duration::from_secs(10))?;
+        if high <= low {
+            return Ok(out);
+        }
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, partition, Offset::Beginning)?;
+        consumer.assign(&tpl)?;
+        loop {
+            match consumer.poll(Duration::from_secs(30)) {
+                Some(Ok(m)) => {
+                    out.push((m.key().map(<[u8]>::to_vec), m.payload().map(<[u8]>::to_vec)));
+                    if m.offset() + 1 >= high {
+                        return Ok(out);
+                    }
+                }
+                Some(Err(e)) => return Err(e),
+                None => return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut)),
+            }
+        }
+    })
+    .await
+}

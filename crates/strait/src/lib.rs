@@ -5,8 +5,10 @@
 //! `strait-connect` runtime. [`config`] is the user-facing TOML.
 
 pub mod admin;
+pub mod checkpoint;
 pub mod config;
 pub mod flow;
+pub mod heartbeat;
 pub mod kafka;
 pub mod positions;
 pub mod sink;

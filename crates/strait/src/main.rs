@@ -30,6 +30,28 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Print a source consumer group's committed offsets and their translation to the target,
+    /// per topic partition: the numbers its checkpoints carry (MM2 `RemoteClusterUtils.translateOffsets`).
+    TranslateOffsets {
+        /// Path of the TOML config.
+        #[arg(long)]
+        config: PathBuf,
+        /// The flow, as `SOURCE->TARGET` aliases.
+        #[arg(long)]
+        flow: String,
+        /// Consumer group on the source cluster.
+        #[arg(long)]
+        group: String,
+        /// `text` (aligned columns) or `json` (an array of objects).
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Output {
+    Text,
+    Json,
 }
 
 fn main() -> ExitCode {
@@ -43,7 +65,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let path = match &cli.command {
-        Command::Run { config } | Command::Validate { config } => config,
+        Command::Run { config } | Command::Validate { config } | Command::TranslateOffsets { config, .. } => config,
     };
     let config = match Config::load(path) {
         Ok(c) => c,
@@ -57,14 +79,63 @@ fn main() -> ExitCode {
             println!("{}: valid ({} flows)", path.display(), config.flows.len());
             ExitCode::SUCCESS
         }
-        Command::Run { .. } => match tokio::runtime::Runtime::new() {
-            Ok(rt) => rt.block_on(run(config)),
+        command => match tokio::runtime::Runtime::new() {
+            Ok(rt) => match command {
+                Command::TranslateOffsets { flow, group, output, .. } => rt.block_on(translate(config, &flow, &group, output)),
+                _ => rt.block_on(run(config)),
+            },
             Err(e) => {
                 eprintln!("strait: cannot start the async runtime: {e}");
                 ExitCode::FAILURE
             }
         },
     }
+}
+
+async fn translate(config: Config, flow: &str, group: &str, output: Output) -> ExitCode {
+    let flows = match config.flows() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("strait: invalid config: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(flow) = flows.into_iter().find(|f| f.name == flow) else {
+        eprintln!("strait: --flow {flow:?} is not a flow of the config (expected SOURCE->TARGET)");
+        return ExitCode::from(2);
+    };
+    let flow = Arc::new(flow);
+    let result = async {
+        let mut translator = strait::checkpoint::translate::Translator::new(flow.clone())?;
+        translator.catch_up().await?;
+        let mut source = strait::checkpoint::groups::GroupClient::new(&flow.source)?;
+        translator.translate_group(&mut source, group).await
+    }
+    .await;
+    let rows = match result {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("strait: cannot translate offsets of group {group:?} for flow {}: {e}", flow.name);
+            return ExitCode::FAILURE;
+        }
+    };
+    match output {
+        Output::Json => match serde_json::to_string_pretty(&rows) {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                eprintln!("strait: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Output::Text => {
+            println!("{:<40} {:<40} {:>9} {:>12} {:>12}", "SOURCE_TOPIC", "TARGET_TOPIC", "PARTITION", "UPSTREAM", "DOWNSTREAM");
+            for r in &rows {
+                let down = r.downstream.map_or("-".to_string(), |d| d.to_string());
+                println!("{:<40} {:<40} {:>9} {:>12} {:>12}", r.source_topic, r.target_topic, r.partition, r.upstream, down);
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 async fn run(config: Config) -> ExitCode {

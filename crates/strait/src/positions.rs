@@ -5,17 +5,13 @@
 //! source, and a position is saved on the cluster the data went to.
 
 use std::collections::HashMap;
-use std::time::Duration;
-
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 
 use crate::admin::Admin;
 use crate::config::ClusterConfig;
-use crate::kafka::{acked, blocking, client_config, enqueue};
+use crate::kafka::{acked, client_config, enqueue, read_to_end};
 
 /// Name of the positions topic on every target cluster.
 pub const POSITIONS_TOPIC: &str = "strait-positions.internal";
@@ -53,13 +49,19 @@ impl PositionStore {
         let producer: FutureProducer = client_config(target, &[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "0")])
             .create()
             .map_err(|e| ConnectError::backend("positions producer", e))?;
-        let consumer: BaseConsumer = client_config(target, &[("enable.auto.commit", "false"), ("group.id", "strait-positions-reader")])
-            .create()
-            .map_err(|e| ConnectError::backend("positions consumer", e))?;
-        let flow_name = flow.to_string();
-        let positions = blocking(move || read_all(&consumer, &flow_name))
+        let records = read_to_end(target, POSITIONS_TOPIC, 0)
             .await
-            .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC}"), e))?;
+            .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", target.alias), e))?;
+        let mut positions = Positions::new();
+        for (key, value) in records {
+            let key = key.and_then(|k| serde_json::from_slice::<Key>(&k).ok());
+            let value = value.and_then(|v| serde_json::from_slice::<Value>(&v).ok());
+            if let (Some(k), Some(v)) = (key, value) {
+                if k.flow == flow {
+                    positions.insert((k.topic, k.partition), v.next_offset);
+                }
+            }
+        }
         Ok((Self { producer, flow: flow.to_string() }, positions))
     }
 
@@ -86,34 +88,5 @@ impl PositionStore {
             })?;
         }
         Ok(())
-    }
-}
-
-fn read_all(consumer: &BaseConsumer, flow: &str) -> Result<Positions, rdkafka::error::KafkaError> {
-    let (low, high) = consumer.fetch_watermarks(POSITIONS_TOPIC, 0, Duration::from_secs(10))?;
-    let mut positions = Positions::new();
-    if high <= low {
-        return Ok(positions);
-    }
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(POSITIONS_TOPIC, 0, Offset::Beginning)?;
-    consumer.assign(&tpl)?;
-    loop {
-        match consumer.poll(Duration::from_secs(10)) {
-            Some(Ok(m)) => {
-                let key = m.key().and_then(|k| serde_json::from_slice::<Key>(k).ok());
-                let value = m.payload().and_then(|v| serde_json::from_slice::<Value>(v).ok());
-                if let (Some(k), Some(v)) = (key, value) {
-                    if k.flow == flow {
-                        positions.insert((k.topic, k.partition), v.next_offset);
-                    }
-                }
-                if m.offset() + 1 >= high {
-                    return Ok(positions);
-                }
-            }
-            Some(Err(e)) => return Err(e),
-            None => return Err(rdkafka::error::KafkaError::MessageConsumption(rdkafka::types::RDKafkaErrorCode::OperationTimedOut)),
-        }
     }
 }

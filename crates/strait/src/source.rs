@@ -15,7 +15,6 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
-use strait_mm2::is_internal_topic;
 
 use crate::config::Flow;
 use crate::kafka::{blocking, client_config};
@@ -104,7 +103,7 @@ impl KafkaSource {
         let mut selected = BTreeSet::new();
         let mut new = TopicPartitionList::new();
         for (topic, partitions) in md {
-            if !self.selects(&topic) {
+            if !self.flow.replicates(&topic) {
                 continue;
             }
             for p in 0..partitions as i32 {
@@ -128,14 +127,6 @@ impl KafkaSource {
                 .map_err(|e| ConnectError::backend("assign source partitions", e))?;
         }
         Ok(selected)
-    }
-
-    /// MM2's topic rules: the flow's filter, never internal topics, never a topic that came from
-    /// the target (a cycle under the default naming).
-    fn selects(&self, topic: &str) -> bool {
-        self.flow.topics.matches(topic)
-            && !is_internal_topic(topic)
-            && !self.flow.policy.is_cycle(topic, &self.flow.target.alias)
     }
 }
 

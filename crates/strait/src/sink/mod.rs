@@ -14,7 +14,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink};
-use strait_mm2::{offset_syncs_topic, OffsetSync};
+use strait_mm2::OffsetSync;
 
 use crate::admin::Admin;
 use crate::config::{ClusterConfig, Flow, SyncsLocation};
@@ -82,9 +82,10 @@ impl TargetSink {
                 ConnectError::backend(format!("connect to {} ({})", flow.source.alias, flow.source.bootstrap_servers), "no cluster id within 10 s")
             })?
         };
-        let (syncs_cluster, syncs_topic, syncs_producer) = match flow.settings.offset_syncs_topic_location {
-            SyncsLocation::Target => (&flow.target, offset_syncs_topic(&flow.source.alias), producer.clone()),
-            SyncsLocation::Source => (&flow.source, offset_syncs_topic(&flow.target.alias), producer_for(&flow.source).await?.0),
+        let (syncs_cluster, syncs_topic) = flow.offset_syncs();
+        let syncs_producer = match flow.settings.offset_syncs_topic_location {
+            SyncsLocation::Target => producer.clone(),
+            SyncsLocation::Source => producer_for(&flow.source).await?.0,
         };
         Admin::new(syncs_cluster)
             .map_err(|e| ConnectError::backend("admin client", e))?

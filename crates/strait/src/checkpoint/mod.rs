@@ -1,0 +1,198 @@
+//! MM2-compatible checkpoints (MM2 `MirrorCheckpointTask`): for each flow, translate the source
+//! consumer groups' committed offsets and write `Checkpoint` records to
+//! `<source-alias>.checkpoints.internal` on the target; optionally commit the translated offsets
+//! into target groups that are absent or empty (`sync_group_offsets`).
+
+pub mod groups;
+pub mod translate;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use strait_mm2::{checkpoints_topic, should_emit_checkpoint, Checkpoint, DownstreamOffset, UpstreamOffset};
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::admin::Admin;
+use crate::config::Flow;
+use crate::flow::stopped;
+use crate::kafka::{acked, client_config, enqueue, read_to_end};
+use groups::GroupClient;
+use translate::{Translation, Translator};
+
+/// Last checkpoint per (group, target-side topic, partition).
+type Emitted = HashMap<(String, String, i32), (UpstreamOffset, DownstreamOffset)>;
+
+/// The checkpoint and group-sync loop of one flow.
+pub struct CheckpointTask {
+    flow: Arc<Flow>,
+    translator: Translator,
+    source_groups: GroupClient,
+    target_groups: GroupClient,
+    producer: FutureProducer,
+    topic: String,
+    emitted: Emitted,
+    groups: Vec<String>,
+    /// Latest translations per group, for group offset sync.
+    latest: HashMap<String, Vec<Translation>>,
+    /// Active target groups already logged as skipped.
+    skipped: HashSet<String>,
+}
+
+impl CheckpointTask {
+    /// Ensures the checkpoints topic (one partition, compacted) on the target and reloads the last
+    /// checkpoint per (group, topic, partition) from it, so a restart never emits a rewind.
+    /// Errors: the target cannot be reached or the topic cannot be created or read.
+    pub async fn start(flow: Arc<Flow>) -> Result<Self, KafkaError> {
+        let topic = checkpoints_topic(&flow.source.alias);
+        Admin::new(&flow.target)?
+            .create_topic(&topic, 1, flow.settings.replication_factor, &[("cleanup.policy".into(), "compact".into())])
+            .await?;
+        let mut emitted = Emitted::new();
+        for (key, value) in read_to_end(&flow.target, &topic, 0).await? {
+            let (Some(k), Some(v)) = (key, value) else { continue };
+            match Checkpoint::decode(&k, &v) {
+                Ok(c) => {
+                    emitted.insert((c.group, c.topic, c.partition), (c.upstream, c.downstream));
+                }
+                Err(e) => tracing::warn!(topic, error = %e, "skipping undecodable checkpoint"),
+            }
+        }
+        let producer = client_config(&flow.target, &[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5")]).create()?;
+        Ok(Self {
+            translator: Translator::new(flow.clone())?,
+            source_groups: GroupClient::new(&flow.source)?,
+            target_groups: GroupClient::new(&flow.target)?,
+            producer,
+            topic,
+            emitted,
+            groups: Vec::new(),
+            latest: HashMap::new(),
+            skipped: HashSet::new(),
+            flow,
+        })
+    }
+
+    /// Runs until `shutdown`: checkpoints every `emit_checkpoints_interval_ms`, groups re-listed
+    /// every `refresh_groups_interval_ms`, group offsets synced every
+    /// `sync_group_offsets_interval_ms` when enabled. A failed cycle is logged and retried at the
+    /// next tick; it never stops replication.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let s = &self.flow.settings;
+        let mut checkpoints = tokio::time::interval(Duration::from_millis(s.emit_checkpoints_interval_ms));
+        let mut groups = tokio::time::interval(Duration::from_millis(s.refresh_groups_interval_ms));
+        let mut sync = tokio::time::interval_at(
+            Instant::now() + Duration::from_millis(s.sync_group_offsets_interval_ms),
+            Duration::from_millis(s.sync_group_offsets_interval_ms),
+        );
+        for t in [&mut checkpoints, &mut groups, &mut sync] {
+            t.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        }
+        let sync_enabled = s.sync_group_offsets;
+        loop {
+            let result = tokio::select! {
+                _ = stopped(&mut shutdown) => return,
+                _ = groups.tick() => self.refresh_groups().await,
+                _ = checkpoints.tick() => self.emit_checkpoints().await,
+                _ = sync.tick(), if sync_enabled => self.sync_group_offsets().await,
+            };
+            if let Err(e) = result {
+                tracing::warn!(flow = %self.flow.name, error = %e, "checkpoint cycle failed; retrying at the next interval");
+            }
+        }
+    }
+
+    async fn refresh_groups(&mut self) -> Result<(), KafkaError> {
+        let mut names: Vec<String> = self
+            .source_groups
+            .list(None)
+            .await?
+            .into_iter()
+            .map(|g| g.name)
+            .filter(|g| self.flow.groups.matches(g))
+            .collect();
+        names.sort();
+        if names != self.groups {
+            tracing::info!(flow = %self.flow.name, groups = ?names, "checkpointing consumer groups");
+            self.groups = names;
+        }
+        Ok(())
+    }
+
+    async fn emit_checkpoints(&mut self) -> Result<(), KafkaError> {
+        self.translator.catch_up().await?;
+        let mut records = Vec::new();
+        for group in self.groups.clone() {
+            let translations = self.translator.translate_group(&mut self.source_groups, &group).await?;
+            for t in &translations {
+                let Some(down) = t.downstream else { continue };
+                let (up, down) = (UpstreamOffset(t.upstream), DownstreamOffset(down));
+                let key = (group.clone(), t.target_topic.clone(), t.partition);
+                if !should_emit_checkpoint(self.emitted.get(&key).copied(), up, down) {
+                    continue;
+                }
+                let checkpoint = Checkpoint {
+                    group: group.clone(),
+                    topic: t.target_topic.clone(),
+                    partition: t.partition,
+                    upstream: up,
+                    downstream: down,
+                    metadata: t.metadata.clone(),
+                };
+                match checkpoint.try_encode_value() {
+                    Ok(value) => records.push((key, (up, down), checkpoint.encode_key(), value)),
+                    Err(e) => tracing::warn!(group, topic = %t.target_topic, partition = t.partition, error = %e, "checkpoint not encodable; skipped"),
+                }
+            }
+            self.latest.insert(group, translations);
+        }
+        let mut acks = Vec::with_capacity(records.len());
+        for (_, _, key, value) in &records {
+            acks.push(enqueue(&self.producer, FutureRecord::to(&self.topic).partition(0).key(&key[..]).payload(&value[..])).await?);
+        }
+        for ((key, up_down, _, _), ack) in records.into_iter().zip(acks) {
+            acked(ack).await?;
+            self.emitted.insert(key, up_down);
+        }
+        Ok(())
+    }
+
+    /// MM2's group offset sync: only into target groups that are absent or empty, only forward,
+    /// a missing target offset (or -1) counting as behind.
+    async fn sync_group_offsets(&mut self) -> Result<(), KafkaError> {
+        for (group, translations) in &self.latest {
+            match self.target_groups.describe(group).await? {
+                Some(g) if !g.is_inactive() => {
+                    if self.skipped.insert(group.clone()) {
+                        tracing::info!(flow = %self.flow.name, group, state = %g.state, "target group is active; not syncing its offsets");
+                    }
+                    continue;
+                }
+                _ => {
+                    self.skipped.remove(group);
+                }
+            }
+            let partitions: Vec<(String, i32)> = translations.iter().map(|t| (t.target_topic.clone(), t.partition)).collect();
+            let current = self.target_groups.committed(group, &partitions).await?;
+            let forward: Vec<((String, i32), i64)> = translations
+                .iter()
+                .filter_map(|t| {
+                    let down = t.downstream?;
+                    let key = (t.target_topic.clone(), t.partition);
+                    match current.get(&key) {
+                        Some((now, _)) if *now >= down => None,
+                        _ => Some((key, down)),
+                    }
+                })
+                .collect();
+            if !forward.is_empty() {
+                self.target_groups.commit(group, &forward).await?;
+                tracing::debug!(flow = %self.flow.name, group, partitions = forward.len(), "synced group offsets");
+            }
+        }
+        Ok(())
+    }
+}

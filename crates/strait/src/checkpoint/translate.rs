@@ -1,0 +1,128 @@
+//! Group offset translation for one flow: the offset-syncs topic read into MM2's
+//! `OffsetSyncStore`, and a group's committed source offsets turned into target offsets.
+//! Shared by the checkpoint task and `strait translate-offsets`, so both give the same numbers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde::Serialize;
+use strait_mm2::{OffsetSync, OffsetSyncStore, UpstreamOffset};
+
+use super::groups::GroupClient;
+use crate::config::Flow;
+use crate::kafka::{blocking, client_config};
+
+/// One translated partition of a group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Translation {
+    /// Source topic name.
+    pub source_topic: String,
+    /// Target-side topic name (after the replication policy), as checkpoints carry it.
+    pub target_topic: String,
+    /// Partition (same on both sides).
+    pub partition: i32,
+    /// The group's committed offset on the source.
+    pub upstream: i64,
+    /// Translated offset on the target; `None` when no offset sync lies at or below `upstream`.
+    pub downstream: Option<i64>,
+    /// The commit's metadata string, carried into checkpoints.
+    #[serde(skip)]
+    pub metadata: String,
+}
+
+/// Reads a flow's offset syncs and translates group offsets with them.
+pub struct Translator {
+    flow: Arc<Flow>,
+    consumer: Arc<BaseConsumer>,
+    topic: String,
+    /// Next offset of the syncs topic to read; `None` until assigned.
+    next: Option<i64>,
+    store: OffsetSyncStore,
+}
+
+impl Translator {
+    /// A translator for `flow`; nothing is read until [`Translator::catch_up`].
+    pub fn new(flow: Arc<Flow>) -> Result<Self, KafkaError> {
+        let (cluster, topic) = flow.offset_syncs();
+        let consumer: BaseConsumer =
+            client_config(cluster, &[("group.id", "strait-offset-syncs-reader"), ("enable.auto.commit", "false")]).create()?;
+        Ok(Self { flow, consumer: Arc::new(consumer), topic, next: None, store: OffsetSyncStore::new() })
+    }
+
+    /// Reads the offset-syncs topic up to its current end. The first complete read makes the
+    /// store ready (MM2 translates nothing before). A topic that does not exist yet counts as
+    /// empty. Undecodable records are skipped with a warning, as MM2 does.
+    pub async fn catch_up(&mut self) -> Result<(), KafkaError> {
+        let consumer = self.consumer.clone();
+        let topic = self.topic.clone();
+        let next = self.next;
+        let (records, next) = blocking(move || read_new(&consumer, &topic, next)).await?;
+        self.next = next;
+        for (offset, key, value) in records {
+            match OffsetSync::decode(&key, &value) {
+                Ok(sync) => self.store.apply(&sync),
+                Err(e) => tracing::warn!(topic = %self.topic, offset, error = %e, "skipping undecodable offset sync"),
+            }
+        }
+        if !self.store.is_ready() {
+            self.store.mark_read_to_end();
+        }
+        Ok(())
+    }
+
+    /// Translates `group`'s committed offsets on the replicated source partitions.
+    pub async fn translate_group(&self, source: &mut GroupClient, group: &str) -> Result<Vec<Translation>, KafkaError> {
+        let partitions = source.partitions(|t| self.flow.replicates(t)).await?;
+        let committed = source.committed(group, &partitions).await?;
+        let mut out: Vec<Translation> = committed
+            .into_iter()
+            .map(|((topic, partition), (upstream, metadata))| Translation {
+                target_topic: self.flow.policy.remote_topic(&self.flow.source.alias, &topic),
+                downstream: self.store.translate(&topic, partition, UpstreamOffset(upstream)).map(|d| d.0),
+                source_topic: topic,
+                partition,
+                upstream,
+                metadata,
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.source_topic, a.partition).cmp(&(&b.source_topic, b.partition)));
+        Ok(out)
+    }
+}
+
+type RawRecord = (i64, Vec<u8>, Vec<u8>);
+
+/// Records of partition 0 of `topic` from `next` (or the beginning) to the current end.
+fn read_new(consumer: &BaseConsumer, topic: &str, next: Option<i64>) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    if !md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()) {
+        return Ok((Vec::new(), next));
+    }
+    let (low, high) = consumer.fetch_watermarks(topic, 0, Duration::from_secs(10))?;
+    let mut position = match next {
+        Some(n) => n,
+        None => {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
+            consumer.assign(&tpl)?;
+            low
+        }
+    };
+    let mut out = Vec::new();
+    while position < high {
+        match consumer.poll(Duration::from_secs(30)) {
+            Some(Ok(m)) => {
+                position = m.offset() + 1;
+                if let (Some(k), Some(v)) = (m.key(), m.payload()) {
+                    out.push((m.offset(), k.to_vec(), v.to_vec()));
+                }
+            }
+            Some(Err(e)) => return Err(e),
+            None => return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut)),
+        }
+    }
+    Ok((out, Some(position)))
+}
