@@ -259,13 +259,16 @@ impl NameFilter {
     }
 }
 
-fn compile(field: &str, patterns: &[String]) -> Result<Vec<Regex>, ConfigError> {
+/// Compiles `patterns` for whole-name matching; errors name `field[i]` and show the user's
+/// pattern, not the anchored one.
+pub(crate) fn compile(field: &str, patterns: &[String]) -> Result<Vec<Regex>, ConfigError> {
     patterns
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            Regex::new(&format!("^(?:{p})$"))
-                .map_err(|e| err(format!("{field}[{i}]"), format!("bad regex {p:?}: {e}")))
+            let bad = |e: regex::Error| err(format!("{field}[{i}]"), format!("bad regex {p:?}: {e}"));
+            Regex::new(p).map_err(bad)?;
+            Regex::new(&format!("^(?:{p})$")).map_err(bad)
         })
         .collect()
 }
@@ -399,6 +402,11 @@ impl Config {
             }
             if f.replication_factor == 0 || f.replication_factor < -1 {
                 return Err(err(format!("{field}.replication_factor"), "must be positive, or -1 for the broker default"));
+            }
+            for (name, list) in [("topics", &f.topics), ("groups", &f.groups)] {
+                if list.is_empty() {
+                    return Err(err(format!("{field}.{name}"), "must list at least one regex (\".*\" for all)"));
+                }
             }
             let topics = NameFilter {
                 include: compile(&format!("{field}.topics"), &f.topics)?,

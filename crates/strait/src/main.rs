@@ -80,10 +80,15 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         command => match tokio::runtime::Runtime::new() {
-            Ok(rt) => match command {
-                Command::TranslateOffsets { flow, group, output, .. } => rt.block_on(translate(config, &flow, &group, output)),
-                _ => rt.block_on(run(config)),
-            },
+            Ok(rt) => {
+                let code = match command {
+                    Command::TranslateOffsets { flow, group, output, .. } => rt.block_on(translate(config, &flow, &group, output)),
+                    _ => rt.block_on(run(config)),
+                };
+                // Don't wait for a connection attempt still blocked in librdkafka (up to 10 s).
+                rt.shutdown_background();
+                code
+            }
             Err(e) => {
                 eprintln!("strait: cannot start the async runtime: {e}");
                 ExitCode::FAILURE

@@ -54,6 +54,7 @@ fn invalid_configs_exit_non_zero_naming_the_field() {
         ("bad residency regex", format!("{}\n[[residency.policies]]\nname = \"gdpr\"\ntopics = [\"[\"]\nallow_zones = [\"eu\"]\n", with_flow("")), "residency.policies[0].topics[0]"),
         ("bad residency default", format!("{}\n[residency]\ndefault = \"maybe\"\n", with_flow("")), "default"),
         ("no flows", CLUSTERS.to_string(), "flows"),
+        ("empty topic list", with_flow("topics = []"), "flows[0].topics"),
     ];
     assert!(cases.len() >= 8);
     for (what, text, field) in cases {

@@ -32,17 +32,7 @@ impl ResidencyRules {
             if p.topics.is_empty() {
                 return Err(ConfigError { field: format!("{field}.topics"), message: "must list at least one regex".into() });
             }
-            let topics = p
-                .topics
-                .iter()
-                .enumerate()
-                .map(|(j, t)| {
-                    Regex::new(&format!("^(?:{t})$")).map_err(|e| ConfigError {
-                        field: format!("{field}.topics[{j}]"),
-                        message: format!("bad regex {t:?}: {e}"),
-                    })
-                })
-                .collect::<Result<_, _>>()?;
+            let topics = crate::config::compile(&format!("{field}.topics"), &p.topics)?;
             policies.push(Policy {
                 name: p.name.clone(),
                 topics,

@@ -4,6 +4,7 @@
 mod support;
 
 mod active_active;
+mod checkpoints;
 mod crash;
 mod discovery;
 mod failure;

@@ -196,7 +196,7 @@ pub struct Strait {
 }
 
 pub fn write_config(name: &str, toml: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join("strait-tests");
+    let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, toml).unwrap();
@@ -288,4 +288,71 @@ pub async fn describe_topic_configs(bootstrap: &str, topic: &str) -> BTreeMap<St
     let r = admin(bootstrap).describe_configs([&ResourceSpecifier::Topic(topic)], &AdminOptions::new()).await.unwrap();
     let res = r.into_iter().next().unwrap().unwrap();
     res.entries.into_iter().filter(|e| e.source == ConfigSource::DynamicTopic).filter_map(|e| Some((e.name, e.value?))).collect()
+}
+
+/// Commits `offsets` (topic, partition, offset) for `group` on `bootstrap` from outside the group.
+pub fn commit_group(bootstrap: &str, group: &str, offsets: &[(&str, i32, i64)]) {
+    use rdkafka::consumer::CommitMode;
+    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for (t, p, o) in offsets {
+        tpl.add_partition_offset(t, *p, Offset::Offset(*o)).unwrap();
+    }
+    c.commit(&tpl, CommitMode::Sync).expect("commit group offsets");
+}
+
+/// `group`'s committed offsets on `topic` partitions `0..partitions` (absent = not listed).
+pub fn committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let got = c.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+    got.elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some((e.partition(), o)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every checkpoint in `<src>.checkpoints.internal` on `bootstrap`, in topic order.
+pub fn checkpoints(bootstrap: &str, src: &str) -> Vec<strait_mm2::Checkpoint> {
+    let topic = strait_mm2::checkpoints_topic(src);
+    if !topic_exists(bootstrap, &topic) {
+        return Vec::new();
+    }
+    read_all(bootstrap, &topic, true)
+        .remove(&0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, r)| strait_mm2::Checkpoint::decode(r.key.as_deref().unwrap(), r.value.as_deref().unwrap()).expect("MM2 checkpoint layout"))
+        .collect()
+}
+
+/// The newest checkpoint of (group, target-side topic, partition).
+pub fn last_checkpoint(cps: &[strait_mm2::Checkpoint], group: &str, topic: &str, partition: i32) -> Option<(i64, i64)> {
+    cps.iter().rev().find(|c| c.group == group && c.topic == topic && c.partition == partition).map(|c| (c.upstream.0, c.downstream.0))
+}
+
+/// `strait translate-offsets --output json`: (target topic, partition) → (upstream, downstream).
+pub fn translate_cli(config: &std::path::Path, flow: &str, group: &str) -> BTreeMap<(String, i32), (i64, Option<i64>)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["translate-offsets", "--config"])
+        .arg(config)
+        .args(["--flow", flow, "--group", group, "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "translate-offsets failed: {}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    rows.iter()
+        .map(|r| {
+            (
+                (r["target_topic"].as_str().unwrap().to_string(), r["partition"].as_i64().unwrap() as i32),
+                (r["upstream"].as_i64().unwrap(), r["downstream"].as_i64()),
+            )
+        })
+        .collect()
 }

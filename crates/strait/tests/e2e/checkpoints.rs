@@ -1,0 +1,149 @@
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+fn flow_settings(topics: &str) -> String {
+    format!("topics = [\"{topics}\"]\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\ngroups = [\".*\"]")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn checkpoints_follow_mm2_rules_and_survive_restart() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("cp");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let (busy, quiet) = (format!("{p}-busy"), format!("{p}-quiet"));
+    create_topic(&a, &busy, 2, &[]).await;
+    create_topic(&a, &quiet, 1, &[]).await;
+    produce(&a, &busy, &(0..1000).map(|i| Rec::simple(i % 2, &format!("b{i}"))).collect::<Vec<_>>()).await;
+    produce(&a, &quiet, &(0..30).map(|i| Rec::simple(0, &format!("q{i}"))).collect::<Vec<_>>()).await;
+    let g = |n: &str| format!("{p}-{n}");
+    commit_group(&a, &g("zero"), &[(&busy, 0, 0)]);
+    commit_group(&a, &g("quiet"), &[(&quiet, 0, 30)]);
+    commit_group(&a, &g("lag"), &[(&busy, 1, 5)]);
+    commit_group(&a, &g("mid"), &[(&busy, 0, 300)]);
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &flow_settings(&format!("{p}-.*")), "");
+    let started = Instant::now();
+    let strait = Strait::start(&p, &config);
+    let (rbusy, rquiet) = (format!("{src}.{busy}"), format!("{src}.{quiet}"));
+    wait_until("checkpoints for every group", Duration::from_secs(60), || {
+        let cps = checkpoints(&b, &src);
+        last_checkpoint(&cps, &g("quiet"), &rquiet, 0) == Some((30, 30))
+            && [("zero", 0), ("lag", 1), ("mid", 0)].iter().all(|(n, part)| last_checkpoint(&cps, &g(n), &rbusy, *part).is_some())
+    })
+    .await;
+    eprintln!("quiet topic checkpoint reached its end offset {:?} after start", started.elapsed());
+    let cps = checkpoints(&b, &src);
+    assert_eq!(last_checkpoint(&cps, &g("zero"), &rbusy, 0), Some((0, 0)), "offset 0 checkpoints to 0");
+    let (up, down) = last_checkpoint(&cps, &g("lag"), &rbusy, 1).unwrap();
+    assert_eq!(up, 5);
+    assert!((0..=5).contains(&down), "a lagging group translates at or before its position: {down}");
+    let (up, down) = last_checkpoint(&cps, &g("mid"), &rbusy, 0).unwrap();
+    assert_eq!(up, 300);
+    assert!((300 - 100..=300).contains(&down), "within offset_lag_max behind, never ahead: {down}");
+    // The CLI prints the numbers the checkpoints carry.
+    let config_path = write_config(&format!("{p}-cli"), &config);
+    let cli = translate_cli(&config_path, &format!("{src}->{dst}"), &g("mid"));
+    assert_eq!(cli.get(&(rbusy.clone(), 0)), Some(&(300, Some(down))));
+
+    // Restart: the reloaded checkpoints are never rewound, and new ones come at once.
+    assert!(strait.stop().success());
+    let before = checkpoints(&b, &src).len();
+    commit_group(&a, &g("mid"), &[(&busy, 0, 400)]);
+    let strait = Strait::start(&format!("{p}-again"), &config);
+    let restarted = Instant::now();
+    wait_until("checkpoint after restart", Duration::from_secs(30), || {
+        last_checkpoint(&checkpoints(&b, &src), &g("mid"), &rbusy, 0).is_some_and(|(u, _)| u == 400)
+    })
+    .await;
+    eprintln!("first new checkpoint {:?} after restart", restarted.elapsed());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(strait.stop().success());
+    let all = checkpoints(&b, &src);
+    for c in &all[before..] {
+        let prior = all[..before].iter().rev().find(|o| o.group == c.group && o.topic == c.topic && o.partition == c.partition);
+        if let Some(o) = prior {
+            assert!(
+                c.downstream >= o.downstream || c.upstream < o.upstream,
+                "checkpoint went backwards after restart: {o:?} then {c:?}"
+            );
+            assert!(c != o, "restart re-emitted an unchanged checkpoint {c:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn group_offsets_sync_only_into_absent_or_empty_target_groups() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("gs");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic = format!("{p}-t");
+    let remote = format!("{src}.{topic}");
+    create_topic(&a, &topic, 2, &[]).await;
+    produce(&a, &topic, &(0..400).map(|i| Rec::simple(i % 2, &format!("v{i}"))).collect::<Vec<_>>()).await;
+    let g = |n: &str| format!("{p}-{n}");
+    for n in ["absent", "empty", "active"] {
+        commit_group(&a, &g(n), &[(&topic, 0, 150), (&topic, 1, 120)]);
+    }
+    // The remote topic exists before Strait starts, so target groups can be prepared.
+    create_topic(&b, &remote, 2, &[]).await;
+    commit_group(&b, &g("empty"), &[(&remote, 0, 3)]);
+    let active = std::thread::spawn({
+        let (b, remote, group) = (b.clone(), remote.clone(), g("active"));
+        move || {
+            use rdkafka::consumer::{BaseConsumer, Consumer};
+            let c: BaseConsumer = rdkafka::config::ClientConfig::new()
+                .set("bootstrap.servers", &b)
+                .set("group.id", &group)
+                .set("enable.auto.commit", "false")
+                .create()
+                .unwrap();
+            c.subscribe(&[&remote]).unwrap();
+            let until = Instant::now() + Duration::from_secs(25);
+            while Instant::now() < until {
+                let _ = c.poll(Duration::from_millis(100));
+            }
+        }
+    });
+    let settings = format!("{}\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000", flow_settings(&topic));
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &settings, "");
+    let strait = Strait::start(&p, &config);
+    let config_path = write_config(&format!("{p}-cli"), &config);
+    let expected = |group: &str| -> std::collections::BTreeMap<i32, i64> {
+        translate_cli(&config_path, &format!("{src}->{dst}"), group).into_iter().filter_map(|((_, part), (_, d))| Some((part, d?))).collect()
+    };
+    wait_until("absent and empty groups synced", Duration::from_secs(60), || {
+        let want = expected(&g("absent"));
+        want.len() == 2 && committed(&b, &g("absent"), &remote, 2) == want && committed(&b, &g("empty"), &remote, 2) == want
+    })
+    .await;
+    let want = expected(&g("absent"));
+    assert!(want[&0] <= 150 && want[&0] >= 50, "translated, not copied: {want:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(committed(&b, &g("active"), &remote, 2).is_empty(), "an active target group is left alone");
+    let logs = strait.logs();
+    assert_eq!(logs.lines().filter(|l| l.contains("target group is active") && l.contains(&g("active"))).count(), 1, "logged once");
+    assert!(strait.stop().success());
+    active.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn offset_syncs_on_the_source_still_translate() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("loc");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic = format!("{p}-t");
+    create_topic(&a, &topic, 1, &[]).await;
+    produce(&a, &topic, &(0..250).map(|i| Rec::simple(0, &format!("v{i}"))).collect::<Vec<_>>()).await;
+    commit_group(&a, &format!("{p}-g"), &[(&topic, 0, 250)]);
+    let settings = format!("{}\noffset_syncs_topic_location = \"source\"", flow_settings(&topic));
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &settings, "");
+    let strait = Strait::start(&p, &config);
+    wait_until("checkpoint", Duration::from_secs(60), || {
+        last_checkpoint(&checkpoints(&b, &src), &format!("{p}-g"), &format!("{src}.{topic}"), 0) == Some((250, 250))
+    })
+    .await;
+    assert!(strait.stop().success());
+    let on_source = format!("mm2-offset-syncs.{dst}.internal");
+    assert!(count(&a, &on_source).unwrap_or(0) > 0, "{on_source} written on the source");
+    assert!(!topic_exists(&b, &format!("mm2-offset-syncs.{src}.internal")), "nothing on the target");
+}
