@@ -8,6 +8,7 @@ mod checkpoints;
 mod crash;
 mod discovery;
 mod failure;
+mod failover;
 mod fidelity;
 mod offset_syncs;
 mod residency;

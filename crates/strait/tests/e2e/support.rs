@@ -1,5 +1,7 @@
 //! Helpers for tests through real brokers: the shared clusters started by `scripts/test`,
 //! unique names, producing and reading records, and running the `strait` binary.
+//! Shared by the `e2e` and `mm2_jvm_compat` test targets, each using a part of it.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -126,26 +128,36 @@ pub fn read_all(bootstrap: &str, topic: &str, keep_provenance: bool) -> BTreeMap
         tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
     }
     c.assign(&tpl).unwrap();
-    let mut done: std::collections::BTreeSet<i32> = highs.iter().filter(|(_, h)| **h == 0).map(|(p, _)| *p).collect();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while done.len() < parts as usize {
+    loop {
         assert!(Instant::now() < deadline, "reading {topic} timed out");
-        let Some(m) = c.poll(Duration::from_millis(500)) else { continue };
-        let m = m.expect("consume");
-        let headers = m
-            .headers()
-            .map(|hs| hs.iter().filter(|h| keep_provenance || h.key != "strait.provenance").map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
-            .unwrap_or_default();
-        let rec = Rec {
-            partition: m.partition(),
-            key: m.key().map(<[u8]>::to_vec),
-            value: m.payload().map(<[u8]>::to_vec),
-            headers,
-            timestamp: m.timestamp().to_millis().unwrap_or(-1),
-        };
-        out.get_mut(&m.partition()).unwrap().push((m.offset(), rec));
-        if m.offset() + 1 >= highs[&m.partition()] {
-            done.insert(m.partition());
+        match c.poll(Duration::from_millis(300)) {
+            Some(m) => {
+                let m = m.expect("consume");
+                let headers = m
+                    .headers()
+                    .map(|hs| hs.iter().filter(|h| keep_provenance || h.key != "strait.provenance").map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+                    .unwrap_or_default();
+                let rec = Rec {
+                    partition: m.partition(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    value: m.payload().map(<[u8]>::to_vec),
+                    headers,
+                    timestamp: m.timestamp().to_millis().unwrap_or(-1),
+                };
+                out.get_mut(&m.partition()).unwrap().push((m.offset(), rec));
+            }
+            // Done when every partition's position reached the high watermark seen at the start
+            // (positions move past transaction markers, which are never delivered).
+            None => {
+                let pos = c.position().unwrap();
+                let reached = highs.iter().all(|(p, h)| {
+                    *h == 0 || matches!(pos.find_partition(topic, *p).map(|e| e.offset()), Some(Offset::Offset(o)) if o >= *h)
+                });
+                if reached {
+                    break;
+                }
+            }
         }
     }
     out

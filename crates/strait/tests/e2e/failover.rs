@@ -1,0 +1,105 @@
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+use crate::support::*;
+
+const LAG_MAX: i64 = 20;
+
+/// Produces 2 × 4 transactions of 40 records on `topic`, aborting every other one.
+fn produce_transactions(bootstrap: &str, topic: &str, id: &str) {
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).set("transactional.id", id).create().unwrap();
+    p.init_transactions(Duration::from_secs(30)).unwrap();
+    for tx in 0..8 {
+        p.begin_transaction().unwrap();
+        for i in 0..40 {
+            let value = format!("tx{tx}-{i}-{}", if tx % 2 == 1 { "aborted" } else { "committed" });
+            let key = format!("k{i}");
+            p.send(BaseRecord::to(topic).partition(i % 2).key(&key).payload(&value)).unwrap();
+        }
+        if tx % 2 == 1 {
+            p.abort_transaction(Duration::from_secs(30)).unwrap();
+        } else {
+            p.commit_transaction(Duration::from_secs(30)).unwrap();
+        }
+    }
+}
+
+/// Keyed records in several rolled segments so the log cleaner leaves offset gaps.
+async fn produce_compactable(bootstrap: &str, topic: &str) {
+    for round in 0..6 {
+        let recs: Vec<Rec> = (0..100)
+            .map(|i| Rec { key: Some(format!("k{}", i % 30).into_bytes()), ..Rec::simple(i % 2, &format!("c{round}-{i}")) })
+            .collect();
+        produce(bootstrap, topic, &recs).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn has_gaps(recs: &[(i64, Rec)]) -> bool {
+    recs.windows(2).any(|w| w[1].0 != w[0].0 + 1) || recs.first().is_some_and(|(o, _)| *o != 0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failover_to_synced_offsets_skips_nothing() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("fo");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let (compacted, transactional) = (format!("{p}-compacted"), format!("{p}-tx"));
+    create_topic(&a, &compacted, 2, &[("cleanup.policy", "compact"), ("segment.ms", "200"), ("min.cleanable.dirty.ratio", "0.001"), ("delete.retention.ms", "100")]).await;
+    create_topic(&a, &transactional, 2, &[]).await;
+    produce_compactable(&a, &compacted).await;
+    produce_transactions(&a, &transactional, &format!("{p}-txid"));
+    // One more record per partition rolls the segment so the cleaner can compact the rest.
+    produce(&a, &compacted, &[Rec { key: Some(b"roll".to_vec()), ..Rec::simple(0, "roll") }, Rec { key: Some(b"roll".to_vec()), ..Rec::simple(1, "roll") }]).await;
+    wait_until("compaction leaves offset gaps", Duration::from_secs(60), || {
+        read_all(&a, &compacted, false).values().all(|r| has_gaps(r))
+    })
+    .await;
+
+    // The group consumed about 60% of every partition (read_committed, as librdkafka reads).
+    let group = format!("{p}-g");
+    let mut source: BTreeMap<(String, i32), Vec<(i64, Rec)>> = BTreeMap::new();
+    for t in [&compacted, &transactional] {
+        for (part, recs) in read_all(&a, t, false) {
+            source.insert((t.clone(), part), recs);
+        }
+    }
+    assert!(source[&(transactional.clone(), 0)].iter().all(|(_, r)| !String::from_utf8_lossy(r.value.as_ref().unwrap()).contains("aborted")));
+    let mut commits = Vec::new();
+    for ((t, part), recs) in &source {
+        commits.push((t.clone(), *part, recs[recs.len() * 6 / 10].0));
+    }
+    let commit_refs: Vec<(&str, i32, i64)> = commits.iter().map(|(t, p, o)| (t.as_str(), *p, *o)).collect();
+    commit_group(&a, &group, &commit_refs);
+
+    let settings = format!(
+        "topics = [\"{p}-.*\"]\noffset_lag_max = {LAG_MAX}\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000"
+    );
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &settings, "");
+    let strait = Strait::start(&p, &config);
+    wait_until("group offsets synced to the target", Duration::from_secs(90), || {
+        [&compacted, &transactional].iter().all(|t| committed(&b, &group, &format!("{src}.{t}"), 2).len() == 2)
+    })
+    .await;
+    assert!(strait.stop().success());
+
+    // Fail over: a consumer on the target starts from the synced offsets.
+    for (t, part, g) in &commits {
+        let remote = format!("{src}.{t}");
+        let start = committed(&b, &group, &remote, 2)[part];
+        let target = read_all(&b, &remote, false).remove(part).unwrap();
+        let read: Vec<Vec<u8>> = target.iter().filter(|(o, _)| *o >= start).map(|(_, r)| r.value.clone().unwrap()).collect();
+        let read_set: BTreeSet<&Vec<u8>> = read.iter().collect();
+        let recs = &source[&(t.clone(), *part)];
+        let remaining: Vec<&Vec<u8>> = recs.iter().filter(|(o, _)| o >= g).map(|(_, r)| r.value.as_ref().unwrap()).collect();
+        let skipped: Vec<&&Vec<u8>> = remaining.iter().filter(|v| !read_set.contains(**v)).collect();
+        assert!(skipped.is_empty(), "{t} partition {part}: {} records skipped after failover", skipped.len());
+        let rereads = read.len() - remaining.len();
+        eprintln!("{t} partition {part}: committed {g} on the source, synced {start} on the target, {rereads} re-reads");
+        assert!(rereads as i64 <= LAG_MAX, "{t} partition {part}: {rereads} re-reads exceed offset_lag_max");
+        assert!(read.iter().all(|v| !String::from_utf8_lossy(v).contains("aborted")), "aborted records never reach the target");
+    }
+}
