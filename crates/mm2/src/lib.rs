@@ -8,6 +8,8 @@
 //! - [`policy`]: topic naming ([`ReplicationPolicy`]), internal-topic names and the default
 //!   filters;
 //! - [`emission`]: when a data record must produce an offset sync ([`PartitionState`]);
+//! - [`store`]: translating group offsets through the offset syncs ([`OffsetSyncStore`]);
+//! - [`checkpoint_rule`]: which translations become checkpoints ([`should_emit_checkpoint`]);
 //! - [`offsets`]: the [`UpstreamOffset`] / [`DownstreamOffset`] newtypes used everywhere.
 //!
 //! Nothing here touches the network, the clock or the file system; callers feed values in and
@@ -31,11 +33,14 @@
 
 #![warn(missing_docs)]
 
+pub mod checkpoint_rule;
 pub mod codec;
 pub mod emission;
 pub mod offsets;
 pub mod policy;
+pub mod store;
 
+pub use checkpoint_rule::should_emit_checkpoint;
 pub use codec::{Checkpoint, DecodeError, EncodeError, Heartbeat, OffsetSync, MAX_STRING_BYTES};
 pub use emission::{Emit, PartitionState, DEFAULT_OFFSET_LAG_MAX};
 pub use offsets::{DownstreamOffset, UpstreamOffset};
@@ -44,3 +49,4 @@ pub use policy::{
     CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE, DEFAULT_SEPARATOR, DEFAULT_TOPICS_EXCLUDE,
     HEARTBEATS_TOPIC,
 };
+pub use store::{OffsetSyncStore, SYNC_HISTORY_SLOTS};

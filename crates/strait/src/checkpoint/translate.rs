@@ -49,7 +49,9 @@ impl Translator {
         let (cluster, topic) = flow.offset_syncs();
         let consumer: BaseConsumer =
             client_config(cluster, &[("group.id", "strait-offset-syncs-reader"), ("enable.auto.commit", "false")]).create()?;
-        Ok(Self { flow, consumer: Arc::new(consumer), topic, next: None, store: OffsetSyncStore::new() })
+        // The checkpoint task reloads its checkpoints before translating and never emits a rewind,
+        // and the CLI only reads, so both may keep the whole history while loading.
+        Ok(Self { flow, consumer: Arc::new(consumer), topic, next: None, store: OffsetSyncStore::keeping_history() })
     }
 
     /// Reads the offset-syncs topic up to its current end. The first complete read makes the

@@ -80,8 +80,11 @@ async fn failover_to_synced_offsets_skips_nothing() {
     );
     let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &settings, "");
     let strait = Strait::start(&p, &config);
-    wait_until("group offsets synced to the target", Duration::from_secs(90), || {
-        [&compacted, &transactional].iter().all(|t| committed(&b, &group, &format!("{src}.{t}"), 2).len() == 2)
+    let config_path = write_config(&format!("{p}-cli"), &config);
+    wait_until("group offsets synced to the target as translated", Duration::from_secs(90), || {
+        let want = translate_cli(&config_path, &format!("{src}->{dst}"), &group);
+        want.len() == 4
+            && want.iter().all(|((t, part), (_, down))| down.is_some() && committed(&b, &group, t, 2).get(part) == down.as_ref())
     })
     .await;
     assert!(strait.stop().success());
