@@ -8,11 +8,11 @@ use crate::support::*;
 
 const LAG_MAX: i64 = 20;
 
-/// Produces 2 × 4 transactions of 40 records on `topic`, aborting every other one.
-fn produce_transactions(bootstrap: &str, topic: &str, id: &str) {
+/// Produces transactions `txs` of 40 records on `topic`, aborting the odd ones.
+fn produce_transactions(bootstrap: &str, topic: &str, id: &str, txs: std::ops::Range<usize>) {
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).set("transactional.id", id).create().unwrap();
     p.init_transactions(Duration::from_secs(30)).unwrap();
-    for tx in 0..8 {
+    for tx in txs {
         p.begin_transaction().unwrap();
         for i in 0..40 {
             let value = format!("tx{tx}-{i}-{}", if tx % 2 == 1 { "aborted" } else { "committed" });
@@ -28,8 +28,8 @@ fn produce_transactions(bootstrap: &str, topic: &str, id: &str) {
 }
 
 /// Keyed records in several rolled segments so the log cleaner leaves offset gaps.
-async fn produce_compactable(bootstrap: &str, topic: &str) {
-    for round in 0..6 {
+async fn produce_compactable(bootstrap: &str, topic: &str, rounds: std::ops::Range<usize>) {
+    for round in rounds {
         let recs: Vec<Rec> = (0..100)
             .map(|i| Rec { key: Some(format!("k{}", i % 30).into_bytes()), ..Rec::simple(i % 2, &format!("c{round}-{i}")) })
             .collect();
@@ -50,8 +50,10 @@ async fn failover_to_synced_offsets_skips_nothing() {
     let (compacted, transactional) = (format!("{p}-compacted"), format!("{p}-tx"));
     create_topic(&a, &compacted, 2, &[("cleanup.policy", "compact"), ("segment.ms", "200"), ("min.cleanable.dirty.ratio", "0.001"), ("delete.retention.ms", "100")]).await;
     create_topic(&a, &transactional, 2, &[]).await;
-    produce_compactable(&a, &compacted).await;
-    produce_transactions(&a, &transactional, &format!("{p}-txid"));
+    // Two thirds of the data first; the group consumes most of it while Strait replicates, as a
+    // consumer near the head does; the rest arrives later.
+    produce_compactable(&a, &compacted, 0..4).await;
+    produce_transactions(&a, &transactional, &format!("{p}-txid"), 0..6);
     // One more record per partition rolls the segment so the cleaner can compact the rest.
     produce(&a, &compacted, &[Rec { key: Some(b"roll".to_vec()), ..Rec::simple(0, "roll") }, Rec { key: Some(b"roll".to_vec()), ..Rec::simple(1, "roll") }]).await;
     wait_until("compaction leaves offset gaps", Duration::from_secs(60), || {
@@ -59,27 +61,28 @@ async fn failover_to_synced_offsets_skips_nothing() {
     })
     .await;
 
-    // The group consumed about 60% of every partition (read_committed, as librdkafka reads).
-    let group = format!("{p}-g");
-    let mut source: BTreeMap<(String, i32), Vec<(i64, Rec)>> = BTreeMap::new();
-    for t in [&compacted, &transactional] {
-        for (part, recs) in read_all(&a, t, false) {
-            source.insert((t.clone(), part), recs);
-        }
-    }
-    assert!(source[&(transactional.clone(), 0)].iter().all(|(_, r)| !String::from_utf8_lossy(r.value.as_ref().unwrap()).contains("aborted")));
-    let mut commits = Vec::new();
-    for ((t, part), recs) in &source {
-        commits.push((t.clone(), *part, recs[recs.len() * 6 / 10].0));
-    }
-    let commit_refs: Vec<(&str, i32, i64)> = commits.iter().map(|(t, p, o)| (t.as_str(), *p, *o)).collect();
-    commit_group(&a, &group, &commit_refs);
-
     let settings = format!(
         "topics = [\"{p}-.*\"]\noffset_lag_max = {LAG_MAX}\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000"
     );
     let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &settings, "");
     let strait = Strait::start(&p, &config);
+    let remote = |t: &str| format!("{src}.{t}");
+    wait_until("first part replicated", Duration::from_secs(60), || {
+        [&compacted, &transactional].iter().all(|t| read_all(&b, &remote(t), false).values().map(Vec::len).sum::<usize>() == read_all(&a, t, false).values().map(Vec::len).sum::<usize>())
+    })
+    .await;
+
+    // The group has consumed 90% of what is there: 60% of the final data (read_committed, as
+    // librdkafka reads), and commits.
+    let group = format!("{p}-g");
+    let mut commits = Vec::new();
+    for t in [&compacted, &transactional] {
+        for (part, recs) in read_all(&a, t, false) {
+            commits.push((t.clone(), part, recs[recs.len() * 9 / 10].0));
+        }
+    }
+    let commit_refs: Vec<(&str, i32, i64)> = commits.iter().map(|(t, p, o)| (t.as_str(), *p, *o)).collect();
+    commit_group(&a, &group, &commit_refs);
     let config_path = write_config(&format!("{p}-cli"), &config);
     wait_until("group offsets synced to the target as translated", Duration::from_secs(90), || {
         let want = translate_cli(&config_path, &format!("{src}->{dst}"), &group);
@@ -87,7 +90,19 @@ async fn failover_to_synced_offsets_skips_nothing() {
             && want.iter().all(|((t, part), (_, down))| down.is_some() && committed(&b, &group, t, 2).get(part) == down.as_ref())
     })
     .await;
+    produce_compactable(&a, &compacted, 4..6).await;
+    produce_transactions(&a, &transactional, &format!("{p}-txid"), 6..8);
+    wait_until("everything replicated", Duration::from_secs(60), || {
+        [&compacted, &transactional].iter().all(|t| read_all(&b, &remote(t), false).values().map(Vec::len).sum::<usize>() == read_all(&a, t, false).values().map(Vec::len).sum::<usize>())
+    })
+    .await;
     assert!(strait.stop().success());
+    let mut source: BTreeMap<(String, i32), Vec<(i64, Rec)>> = BTreeMap::new();
+    for t in [&compacted, &transactional] {
+        for (part, recs) in read_all(&a, t, false) {
+            source.insert((t.clone(), part), recs);
+        }
+    }
 
     // Fail over: a consumer on the target starts from the synced offsets.
     for (t, part, g) in &commits {

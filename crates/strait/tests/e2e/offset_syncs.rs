@@ -27,7 +27,11 @@ async fn offset_syncs_decode_as_mm2_and_follow_the_emission_rule() {
     for (_, r) in &raw[&0] {
         assert!(r.headers.is_empty(), "internal records carry no headers");
         let sync = OffsetSync::decode(r.key.as_deref().unwrap(), r.value.as_deref().unwrap()).expect("MM2 layout");
-        assert_eq!(sync.topic, topic, "key names the source topic");
+        // The flow also replicates the source's heartbeats topic, as MM2 does.
+        assert!(sync.topic == topic || sync.topic == "heartbeats", "key names the source topic: {sync:?}");
+        if sync.topic != topic {
+            continue;
+        }
         per_partition.entry(sync.partition).or_default().push(sync);
     }
     let source = read_all(&a, &topic, false);
