@@ -86,6 +86,8 @@ async fn group_offsets_sync_only_into_absent_or_empty_target_groups() {
     }
     // The remote topic exists before Strait starts, so target groups can be prepared.
     create_topic(&b, &remote, 2, &[]).await;
+    // An empty target group: partition 0 committed behind, partition 1 never committed (the
+    // broker answers -1 for it, which counts as missing).
     commit_group(&b, &g("empty"), &[(&remote, 0, 3)]);
     let active = std::thread::spawn({
         let (b, remote, group) = (b.clone(), remote.clone(), g("active"));

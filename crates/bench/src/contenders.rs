@@ -1,0 +1,155 @@
+//! The replicators under test and how each is started against the benchmark's two clusters.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// One replicator configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contender {
+    /// `strait run`, release build, default settings (at-least-once).
+    Strait,
+    /// MirrorMaker 2 dedicated mode with defaults and `tasks.max=2`.
+    Mm2Default,
+    /// MirrorMaker 2 tuned as the Kafka docs and vendor guides suggest.
+    Mm2Tuned,
+    /// `raw-pipe`: consume → produce, nothing else.
+    Raw,
+}
+
+impl Contender {
+    /// Every contender, in run order.
+    pub const ALL: [Contender; 4] = [Contender::Strait, Contender::Mm2Default, Contender::Mm2Tuned, Contender::Raw];
+
+    /// Short name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Contender::Strait => "strait",
+            Contender::Mm2Default => "mm2-default",
+            Contender::Mm2Tuned => "mm2-tuned",
+            Contender::Raw => "raw-pipe",
+        }
+    }
+
+    /// Target topic name for source `topic` in run `tag` (each run writes fresh topics).
+    pub fn target_topic(self, tag: &str, topic: &str) -> String {
+        match self {
+            Contender::Raw => format!("r{tag}.{topic}"),
+            _ => format!("s{tag}.{topic}"),
+        }
+    }
+}
+
+/// Paths the contenders need.
+pub struct Env {
+    /// `target/release`.
+    pub bin: PathBuf,
+    /// Kafka's jars (MirrorMaker 2 included).
+    pub kafka_libs: PathBuf,
+    /// Scratch folder for configs and logs.
+    pub work: PathBuf,
+    /// `testkit/log4j2.properties`.
+    pub log4j: PathBuf,
+}
+
+/// A running contender (its output goes to `out.log` in its run folder); killed on drop.
+pub struct Running {
+    /// The replicator process (for CPU and RSS).
+    pub child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn log_file(dir: &Path) -> (Stdio, Stdio) {
+    let f = fs::File::create(dir.join("out.log")).expect("log file");
+    (Stdio::from(f.try_clone().expect("log file")), Stdio::from(f))
+}
+
+/// Starts `contender` replicating `topics` from `source` to `target`, run `tag`.
+pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: &str, topics: &[String]) -> Running {
+    let dir = env.work.join(format!("{}-{tag}", contender.name()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("run dir");
+    let (out, err) = log_file(&dir);
+    let child = match contender {
+        Contender::Strait => {
+            let list: Vec<String> = topics.iter().map(|t| format!("\"{t}\"")).collect();
+            let config = format!(
+                "[[clusters]]\nalias = \"s{tag}\"\nbootstrap_servers = \"{source}\"\n\n[[clusters]]\nalias = \"t{tag}\"\nbootstrap_servers = \"{target}\"\n\n[[flows]]\nsource = \"s{tag}\"\ntarget = \"t{tag}\"\ntopics = [{}]\n",
+                list.join(", ")
+            );
+            fs::write(dir.join("strait.toml"), config).expect("config");
+            Command::new(env.bin.join("strait"))
+                .args(["run", "--config"])
+                .arg(dir.join("strait.toml"))
+                .env("RUST_LOG", "warn")
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .expect("start strait")
+        }
+        Contender::Mm2Default | Contender::Mm2Tuned => {
+            let mut props = format!(
+                "clusters = s{tag}, t{tag}\n\
+                 s{tag}.bootstrap.servers = {source}\n\
+                 t{tag}.bootstrap.servers = {target}\n\
+                 s{tag}->t{tag}.enabled = true\n\
+                 t{tag}->s{tag}.enabled = false\n\
+                 s{tag}->t{tag}.topics = {}\n\
+                 groups.exclude = .*\n\
+                 replication.factor = 1\n\
+                 checkpoints.topic.replication.factor = 1\n\
+                 heartbeats.topic.replication.factor = 1\n\
+                 offset-syncs.topic.replication.factor = 1\n\
+                 offset.storage.replication.factor = 1\n\
+                 status.storage.replication.factor = 1\n\
+                 config.storage.replication.factor = 1\n\
+                 sync.topic.acls.enabled = false\n",
+                topics.join("|")
+            );
+            if contender == Contender::Mm2Default {
+                props.push_str("tasks.max = 2\n");
+            } else {
+                // Kafka docs / vendor tuning guides: more tasks, larger batches, linger, bigger fetches.
+                props.push_str(&format!(
+                    "tasks.max = 4\n\
+                     t{tag}.producer.batch.size = 524288\n\
+                     t{tag}.producer.linger.ms = 20\n\
+                     t{tag}.producer.buffer.memory = 134217728\n\
+                     t{tag}.producer.max.request.size = 2097152\n\
+                     s{tag}.consumer.fetch.max.bytes = 52428800\n\
+                     s{tag}.consumer.max.partition.fetch.bytes = 10485760\n\
+                     s{tag}.consumer.fetch.min.bytes = 65536\n\
+                     s{tag}.consumer.max.poll.records = 2000\n"
+                ));
+            }
+            fs::write(dir.join("mm2.properties"), props).expect("mm2 properties");
+            Command::new("java")
+                // The heap of Kafka's connect-mirror-maker.sh.
+                .args(["-Xms256M", "-Xmx2G", "-XX:+UseG1GC", "-Djava.awt.headless=true"])
+                .arg(format!("-Dkafka.logs.dir={}", dir.display()))
+                .arg(format!("-Dlog4j2.configurationFile={}", env.log4j.display()))
+                .arg("-cp")
+                .arg(format!("{}/*", env.kafka_libs.display()))
+                .arg("org.apache.kafka.connect.mirror.MirrorMaker")
+                .arg(dir.join("mm2.properties"))
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .expect("start MirrorMaker 2")
+        }
+        Contender::Raw => Command::new(env.bin.join("raw-pipe"))
+            .args([source, target, &format!("r{tag}.")])
+            .args(topics)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start raw-pipe"),
+    };
+    Running { child }
+}

@@ -1,0 +1,134 @@
+//! Load generation and target inspection: topics, preloading, a fixed-rate producer, counts
+//! per partition, and end-to-end latencies.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Message, Timestamp};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// Record size used by every workload (bytes of value).
+pub const RECORD_BYTES: usize = 512;
+
+/// Creates `topic` with `partitions` and `configs` on `bootstrap`.
+pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin");
+    let mut t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for (k, v) in configs {
+        t = t.set(k, v);
+    }
+    for r in futures::executor::block_on(admin.create_topics([&t], &AdminOptions::new())).expect("create topics") {
+        match r {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, e)) => panic!("create {t}: {e}"),
+        }
+    }
+}
+
+fn producer(bootstrap: &str, compression: &str) -> ThreadedProducer<DefaultProducerContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "10")
+        .set("batch.size", "1000000")
+        .set("compression.type", compression)
+        .set("queue.buffering.max.kbytes", "262144")
+        .create()
+        .expect("producer")
+}
+
+fn send(p: &ThreadedProducer<DefaultProducerContext>, mut record: BaseRecord<'_, [u8], [u8]>) {
+    loop {
+        match p.send(record) {
+            Ok(()) => return,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err((e, _)) => panic!("preload produce failed: {e}"),
+        }
+    }
+}
+
+/// Fills `topics` (round-robin over partitions) with `records` records of [`RECORD_BYTES`].
+pub fn preload(bootstrap: &str, topics: &[String], partitions: i32, records: usize, compression: &str) {
+    let p = producer(bootstrap, compression);
+    let value: Vec<u8> = (0..RECORD_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+    for i in 0..records {
+        let topic = &topics[i % topics.len()];
+        let key = (i as u64).to_be_bytes();
+        let part = ((i / topics.len()) % partitions as usize) as i32;
+        send(&p, BaseRecord::to(topic).partition(part).key(&key[..]).payload(&value[..]));
+    }
+    p.flush(Duration::from_secs(300)).expect("preload flush");
+}
+
+/// Record count per (topic, partition): high minus low watermark. Missing topics count 0.
+pub fn counts(consumer: &BaseConsumer, topics: &[String]) -> BTreeMap<(String, i32), i64> {
+    let mut out = BTreeMap::new();
+    let Ok(md) = consumer.fetch_metadata(None, Duration::from_secs(10)) else { return out };
+    for t in md.topics().iter().filter(|t| topics.iter().any(|n| n == t.name())) {
+        for p in t.partitions() {
+            if let Ok((lo, hi)) = consumer.fetch_watermarks(t.name(), p.id(), Duration::from_secs(10)) {
+                out.insert((t.name().to_string(), p.id()), hi - lo);
+            }
+        }
+    }
+    out
+}
+
+/// A consumer for metadata and watermarks.
+pub fn inspector(bootstrap: &str) -> BaseConsumer {
+    ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", "strait-bench").create().expect("consumer")
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Produces `rate` records/s for `duration` to `topic`, each value starting with its send time
+/// (ms, big-endian). Returns how many were sent.
+pub fn produce_at_rate(bootstrap: &str, topic: &str, rate: u64, duration: Duration) -> usize {
+    let p = producer(bootstrap, "none");
+    let total = (rate as f64 * duration.as_secs_f64()) as usize;
+    let start = Instant::now();
+    let mut value = vec![b'x'; RECORD_BYTES];
+    for i in 0..total {
+        let due = start + Duration::from_secs_f64(i as f64 / rate as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        value[..8].copy_from_slice(&now_ms().to_be_bytes());
+        send(&p, BaseRecord::to(topic).payload(&value[..]));
+    }
+    p.flush(Duration::from_secs(60)).expect("flush");
+    total
+}
+
+/// Latencies (ms) of every record of `topic`: its LogAppendTime on the target minus the send time
+/// in its value.
+pub fn latencies(bootstrap: &str, topic: &str, expected: usize) -> Vec<i64> {
+    let c = inspector(bootstrap);
+    let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("metadata");
+    let mut tpl = TopicPartitionList::new();
+    for p in md.topics()[0].partitions() {
+        tpl.add_partition_offset(topic, p.id(), Offset::Beginning).expect("assign");
+    }
+    c.assign(&tpl).expect("assign");
+    let mut out = Vec::with_capacity(expected);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while out.len() < expected && Instant::now() < deadline {
+        let Some(Ok(m)) = c.poll(Duration::from_millis(500)) else { continue };
+        if let (Timestamp::LogAppendTime(t), Some(v)) = (m.timestamp(), m.payload()) {
+            if v.len() >= 8 {
+                out.push(t - i64::from_be_bytes(v[..8].try_into().expect("8 bytes")));
+            }
+        }
+    }
+    out
+}

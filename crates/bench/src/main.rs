@@ -1,0 +1,193 @@
+//! `strait-bench [--quick]`: Strait, MirrorMaker 2 (default and tuned) and a raw consume→produce
+//! pipe, side by side on the same two real Kafka clusters, in one run.
+//!
+//! Workloads: (a) catch-up of preloaded records of 512 bytes over 12 partitions in 2 topics,
+//! uncompressed; (b) the same with lz4 on the source; (c) steady state at a fixed rate, measuring
+//! end-to-end latency; (d) Strait's RSS with 12 vs 240 partitions. Each catch-up run checks that
+//! the target holds every record, per partition. Writes `bench/results/latest.md` and
+//! `latest.png`, and prints a last line `RATIO strait/mm2 ...`.
+
+mod contenders;
+mod load;
+mod report;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use contenders::{launch, Contender, Env};
+use report::{CatchUp, Latency, Results};
+
+/// CPU seconds (user + system) of a process, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // Fields after the command name, which ends with ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0) + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// Peak resident set (MB) of a process, from `VmHWM` in `/proc/<pid>/status`.
+fn peak_rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+struct Bench {
+    env: Env,
+    source: String,
+    target: String,
+    runs: usize,
+}
+
+impl Bench {
+    fn tag(&mut self) -> String {
+        self.runs += 1;
+        format!("{}x{}", std::process::id() % 10_000, self.runs)
+    }
+
+    /// Replicates the preloaded `topics` with `contender` and measures the catch-up.
+    fn catch_up(&mut self, contender: Contender, workload: &str, topics: &[String], partitions: i32) -> CatchUp {
+        let tag = self.tag();
+        let targets: Vec<String> = topics.iter().map(|t| contender.target_topic(&tag, t)).collect();
+        if contender == Contender::Raw {
+            for t in &targets {
+                load::create_topic(&self.target, t, partitions, &[]);
+            }
+        }
+        let src = load::inspector(&self.source);
+        let expected = load::counts(&src, topics);
+        let total: i64 = expected.values().sum();
+        let dst = load::inspector(&self.target);
+        let running = launch(contender, &self.env, &tag, &self.source, &self.target, topics);
+        let pid = running.child.id();
+        let started = Instant::now();
+        let mut first = None;
+        let deadline = started + Duration::from_secs(1200);
+        let mut got = 0;
+        while Instant::now() < deadline {
+            got = load::counts(&dst, &targets).values().sum::<i64>();
+            if got > 0 && first.is_none() {
+                first = Some(Instant::now());
+            }
+            if got >= total {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let done = Instant::now();
+        let (cpu, rss) = (cpu_seconds(pid), peak_rss_mb(pid));
+        let per_partition = load::counts(&dst, &targets);
+        let complete = expected.iter().all(|((t, p), n)| per_partition.get(&(contender.target_topic(&tag, t), *p)) == Some(n));
+        drop(running);
+        let seconds = first.map_or(f64::NAN, |f| (done - f).as_secs_f64());
+        let result = CatchUp {
+            contender: contender.name().into(),
+            workload: workload.into(),
+            records: total,
+            seconds,
+            cpu_seconds: cpu,
+            peak_rss_mb: rss,
+            complete,
+        };
+        eprintln!("{result:?} (target had {got})");
+        result
+    }
+
+    /// Steady state: a fixed-rate producer while `contender` replicates; latency percentiles.
+    fn latency(&mut self, contender: Contender, rate: u64, duration: Duration) -> Latency {
+        let tag = self.tag();
+        let topic = format!("lat-{tag}");
+        load::create_topic(&self.source, &topic, 6, &[]);
+        let target = contender.target_topic(&tag, &topic);
+        load::create_topic(&self.target, &target, 6, &[("message.timestamp.type", "LogAppendTime")]);
+        let running = launch(contender, &self.env, &tag, &self.source, &self.target, std::slice::from_ref(&topic));
+        let pid = running.child.id();
+        // Warm-up: wait until the contender replicates a first record.
+        let dst = load::inspector(&self.target);
+        let warmup = load::produce_at_rate(&self.source, &topic, 100, Duration::from_millis(100));
+        let until = Instant::now() + Duration::from_secs(120);
+        while load::counts(&dst, std::slice::from_ref(&target)).values().sum::<i64>() < warmup as i64 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let sent = load::produce_at_rate(&self.source, &topic, rate, duration);
+        let mut lat = load::latencies(&self.target, &target, warmup + sent);
+        let rss = peak_rss_mb(pid);
+        drop(running);
+        lat.drain(..warmup.min(lat.len()));
+        lat.sort_unstable();
+        let pct = |q: f64| lat.get(((lat.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(-1);
+        let result = Latency {
+            contender: contender.name().into(),
+            rate,
+            records: lat.len(),
+            p50_ms: pct(0.5),
+            p99_ms: pct(0.99),
+            max_ms: lat.last().copied().unwrap_or(-1),
+            peak_rss_mb: rss,
+        };
+        eprintln!("{result:?}");
+        result
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let root = strait_testkit::repo_root();
+    let work = root.join(".cache/bench");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).expect("work dir");
+    let clusters = strait_testkit::start_clusters(2, &work.join("clusters")).expect("start Kafka clusters");
+    let mut bench = Bench {
+        env: Env {
+            bin: PathBuf::from(std::env::var("STRAIT_BENCH_BIN").unwrap_or_else(|_| root.join("target/release").display().to_string())),
+            kafka_libs: strait_testkit::kafka_libs().expect("Kafka jars"),
+            work: work.clone(),
+            log4j: root.join("testkit/log4j2.properties"),
+        },
+        source: clusters[0].bootstrap.clone(),
+        target: clusters[1].bootstrap.clone(),
+        runs: 0,
+    };
+    let records = if quick { 200_000 } else { 2_000_000 };
+    let mut results = Results { quick, records, ..Results::default() };
+
+    let workloads: [(&str, &str); 2] = [("catch-up", "none"), ("catch-up-lz4", "lz4")];
+    let mut topics_of = BTreeMap::new();
+    for (name, compression) in workloads {
+        let topics: Vec<String> = ["a", "b"].iter().map(|s| format!("{name}-{s}")).collect();
+        for t in &topics {
+            load::create_topic(&bench.source, t, 6, &[("compression.type", "producer")]);
+        }
+        let t0 = Instant::now();
+        load::preload(&bench.source, &topics, 6, records, compression);
+        eprintln!("preloaded {records} records into {topics:?} ({compression}) in {:?}", t0.elapsed());
+        topics_of.insert(name, topics);
+    }
+    for (name, _) in workloads {
+        for c in Contender::ALL {
+            results.catch_up.push(bench.catch_up(c, name, &topics_of[name], 6));
+        }
+    }
+    let (rate, duration) = if quick { (5_000, Duration::from_secs(10)) } else { (20_000, Duration::from_secs(60)) };
+    for c in Contender::ALL {
+        results.latency.push(bench.latency(c, rate, duration));
+    }
+    // Strait's memory as partitions grow from 12 to 240 (same record count).
+    let wide: Vec<String> = ["a", "b"].iter().map(|s| format!("wide-{s}")).collect();
+    for t in &wide {
+        load::create_topic(&bench.source, t, 120, &[]);
+    }
+    load::preload(&bench.source, &wide, 120, records, "none");
+    results.scale.push(bench.catch_up(Contender::Strait, "catch-up-240-partitions", &wide, 120));
+
+    drop(clusters);
+    let out = root.join("bench/results");
+    std::fs::create_dir_all(&out).expect("results dir");
+    let ratio = report::write(&results, &out);
+    println!("{ratio}");
+}

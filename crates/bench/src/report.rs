@@ -1,0 +1,125 @@
+//! Results: the markdown table, the chart (drawn by `bench/chart.py` with matplotlib) and the
+//! RATIO line.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use crate::load::RECORD_BYTES;
+
+/// One catch-up run.
+#[derive(Debug, Clone)]
+pub struct CatchUp {
+    pub contender: String,
+    pub workload: String,
+    pub records: i64,
+    /// First record on the target to last record on the target.
+    pub seconds: f64,
+    pub cpu_seconds: f64,
+    pub peak_rss_mb: f64,
+    /// Every partition on the target holds exactly its source's count.
+    pub complete: bool,
+}
+
+impl CatchUp {
+    pub fn records_per_s(&self) -> f64 {
+        self.records as f64 / self.seconds
+    }
+    pub fn mb_per_s(&self) -> f64 {
+        self.records_per_s() * RECORD_BYTES as f64 / 1e6
+    }
+    pub fn cpu_per_gb(&self) -> f64 {
+        self.cpu_seconds / (self.records as f64 * RECORD_BYTES as f64 / 1e9)
+    }
+}
+
+/// One steady-state run.
+#[derive(Debug, Clone)]
+pub struct Latency {
+    pub contender: String,
+    pub rate: u64,
+    pub records: usize,
+    pub p50_ms: i64,
+    pub p99_ms: i64,
+    pub max_ms: i64,
+    pub peak_rss_mb: f64,
+}
+
+/// Everything one bench run measured.
+#[derive(Debug, Default)]
+pub struct Results {
+    pub quick: bool,
+    pub records: usize,
+    pub catch_up: Vec<CatchUp>,
+    pub latency: Vec<Latency>,
+    pub scale: Vec<CatchUp>,
+}
+
+fn find<'a>(rows: &'a [CatchUp], contender: &str, workload: &str) -> Option<&'a CatchUp> {
+    rows.iter().find(|r| r.contender == contender && r.workload == workload)
+}
+
+/// Writes `latest.md` and `latest.png` (when matplotlib is available) into `dir`; returns the
+/// RATIO line (strait against tuned MM2, uncompressed catch-up).
+pub fn write(r: &Results, dir: &Path) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Strait benchmark{}\n", if r.quick { " (--quick)" } else { "" });
+    let _ = writeln!(
+        md,
+        "Two single-node Apache Kafka 4.1.1 clusters on this machine (`nproc` = {}), one run, contenders one after another against fresh target topics. {} records of {RECORD_BYTES} bytes over 12 partitions in 2 topics per catch-up workload.\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        r.records
+    );
+    let _ = writeln!(md, "## Catch-up\n\n| contender | workload | records/s | MB/s | CPU s/GB | peak RSS MB | all records on target |\n|---|---|---:|---:|---:|---:|---|");
+    for c in r.catch_up.iter().chain(&r.scale) {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} | {:.1} | {:.1} | {:.0} | {} |",
+            c.contender,
+            c.workload,
+            c.records_per_s(),
+            c.mb_per_s(),
+            c.cpu_per_gb(),
+            c.peak_rss_mb,
+            if c.complete { "yes" } else { "**NO**" }
+        );
+    }
+    let _ = writeln!(md, "\n## Steady state (end-to-end latency: target append time minus send time)\n\n| contender | rate rec/s | records | p50 ms | p99 ms | max ms | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|");
+    for l in &r.latency {
+        let _ = writeln!(md, "| {} | {} | {} | {} | {} | {} | {:.0} |", l.contender, l.rate, l.records, l.p50_ms, l.p99_ms, l.max_ms, l.peak_rss_mb);
+    }
+    let lat = |c: &str| r.latency.iter().find(|l| l.contender == c);
+    let (strait, mm2, raw) = (find(&r.catch_up, "strait", "catch-up"), find(&r.catch_up, "mm2-tuned", "catch-up"), find(&r.catch_up, "raw-pipe", "catch-up"));
+    let div = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b != 0.0 => format!("{:.2}", a / b),
+        _ => "n/a".into(),
+    };
+    let ratio = format!(
+        "RATIO strait/mm2 throughput={} rss={} latency_p99={}; strait/raw throughput={}",
+        div(strait.map(CatchUp::records_per_s), mm2.map(CatchUp::records_per_s)),
+        div(strait.map(|c| c.peak_rss_mb), mm2.map(|c| c.peak_rss_mb)),
+        div(lat("strait").map(|l| l.p99_ms as f64), lat("mm2-tuned").map(|l| l.p99_ms as f64)),
+        div(strait.map(CatchUp::records_per_s), raw.map(CatchUp::records_per_s)),
+    );
+    let _ = writeln!(md, "\n## Ratios (strait against MM2 tuned, uncompressed catch-up)\n\n`{ratio}`\n");
+    let _ = std::fs::write(dir.join("latest.md"), &md);
+
+    // The chart: throughput and peak RSS per contender (uncompressed catch-up).
+    let mut csv = String::from("contender,records_per_s,peak_rss_mb\n");
+    for c in r.catch_up.iter().filter(|c| c.workload == "catch-up") {
+        let _ = writeln!(csv, "{},{:.0},{:.1}", c.contender, c.records_per_s(), c.peak_rss_mb);
+    }
+    let csv_path = dir.join("latest.csv");
+    let _ = std::fs::write(&csv_path, csv);
+    let python = std::env::var("STRAIT_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let chart = Command::new(python)
+        .arg(strait_testkit::repo_root().join("bench/chart.py"))
+        .arg(&csv_path)
+        .arg(dir.join("latest.png"))
+        .status();
+    if !matches!(chart, Ok(s) if s.success()) {
+        eprintln!("chart not drawn (needs matplotlib; scripts/bench installs it)");
+    }
+    print!("{md}");
+    ratio
+}
