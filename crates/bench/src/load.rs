@@ -55,15 +55,34 @@ fn send(p: &ThreadedProducer<DefaultProducerContext>, mut record: BaseRecord<'_,
     }
 }
 
+/// A record value of [`RECORD_BYTES`]: half pseudo-random bytes, half repeated text, so it
+/// compresses about 2:1 like typical event data (a constant value would compress 50:1).
+fn value(i: usize, buf: &mut [u8]) {
+    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for (j, b) in buf.iter_mut().enumerate() {
+        if j < RECORD_BYTES / 2 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        } else {
+            const TEXT: &[u8] = b"{\"event\":\"page_view\",\"region\":\"eu-west\"} ";
+            *b = TEXT[j % TEXT.len()];
+        }
+    }
+}
+
 /// Fills `topics` (round-robin over partitions) with `records` records of [`RECORD_BYTES`].
 pub fn preload(bootstrap: &str, topics: &[String], partitions: i32, records: usize, compression: &str) {
     let p = producer(bootstrap, compression);
-    let value: Vec<u8> = (0..RECORD_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut buf = vec![0u8; RECORD_BYTES];
     for i in 0..records {
+        value(i, &mut buf);
+        let value = &buf[..];
         let topic = &topics[i % topics.len()];
         let key = (i as u64).to_be_bytes();
         let part = ((i / topics.len()) % partitions as usize) as i32;
-        send(&p, BaseRecord::to(topic).partition(part).key(&key[..]).payload(&value[..]));
+        send(&p, BaseRecord::to(topic).partition(part).key(&key[..]).payload(value));
     }
     p.flush(Duration::from_secs(300)).expect("preload flush");
 }

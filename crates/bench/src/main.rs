@@ -5,7 +5,8 @@
 //! uncompressed; (b) the same with lz4 on the source; (c) steady state at a fixed rate, measuring
 //! end-to-end latency; (d) Strait's RSS with 12 vs 240 partitions. Each catch-up run checks that
 //! the target holds every record, per partition. Writes `bench/results/latest.md` and
-//! `latest.png`, and prints a last line `RATIO strait/mm2 ...`.
+//! `latest.png`, and prints a last line `RATIO strait/mm2 ...`. `--only strait,raw-pipe` runs a
+//! subset of contenders (for profiling; the report then lacks the missing ratios).
 
 mod contenders;
 mod load;
@@ -136,7 +137,14 @@ impl Bench {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only: Vec<String> = args
+        .windows(2)
+        .find(|w| w[0] == "--only")
+        .map(|w| w[1].split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let contenders: Vec<Contender> = Contender::ALL.into_iter().filter(|c| only.is_empty() || only.iter().any(|o| o == c.name())).collect();
     let root = strait_testkit::repo_root();
     let work = root.join(".cache/bench");
     let _ = std::fs::remove_dir_all(&work);
@@ -169,12 +177,12 @@ fn main() {
         topics_of.insert(name, topics);
     }
     for (name, _) in workloads {
-        for c in Contender::ALL {
+        for &c in &contenders {
             results.catch_up.push(bench.catch_up(c, name, &topics_of[name], 6));
         }
     }
     let (rate, duration) = if quick { (5_000, Duration::from_secs(10)) } else { (20_000, Duration::from_secs(60)) };
-    for c in Contender::ALL {
+    for &c in &contenders {
         results.latency.push(bench.latency(c, rate, duration));
     }
     // Strait's memory as partitions grow from 12 to 240 (same record count).

@@ -1,5 +1,7 @@
 //! The record and offset shapes that move between a [`crate::Source`] and a [`crate::Sink`].
 
+use std::sync::Arc;
+
 /// One header: a name and a value that may be null. Order and repeats are meaningful.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -14,8 +16,8 @@ pub struct Header {
 /// A source resumes from `offset + 1` of the last record whose position was saved.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SourceOffset {
-    /// Source topic name.
-    pub topic: String,
+    /// Source topic name; shared, so tagging every record with it costs no allocation.
+    pub topic: Arc<str>,
     /// Source partition number.
     pub partition: i32,
     /// Offset of the record within the partition (records).

@@ -102,7 +102,7 @@ pub struct ConnectorRuntime<K, V, So, Si> {
 #[derive(Default)]
 struct Batch {
     /// Last offset per (topic, partition).
-    positions: BTreeMap<(String, i32), i64>,
+    positions: BTreeMap<(Arc<str>, i32), i64>,
     records: usize,
     bytes: usize,
     started: Option<Instant>,
@@ -190,10 +190,18 @@ where
                     batch.started = Some(Instant::now());
                     self.sink.begin().await?;
                 }
+                // Records of a partition come in offset order: only the last one per run matters.
+                let mut last: Option<&SourceOffset> = None;
                 for r in &records {
                     let so = &r.source_offset;
-                    batch.positions.insert((so.topic.clone(), so.partition), so.offset);
+                    if let Some(prev) = last.filter(|p| p.partition != so.partition || p.topic != so.topic) {
+                        batch.positions.insert((prev.topic.clone(), prev.partition), prev.offset);
+                    }
+                    last = Some(so);
                     batch.bytes += r.size_bytes;
+                }
+                if let Some(so) = last {
+                    batch.positions.insert((so.topic.clone(), so.partition), so.offset);
                 }
                 batch.records += records.len();
                 self.sink.put(records).await?;

@@ -9,11 +9,12 @@ use rdkafka::admin::{
 };
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{FutureProducer, Producer};
+use rdkafka::producer::Producer;
 use strait_mm2::CONFIG_PROPERTIES_EXCLUDE;
 
 use crate::config::ClusterConfig;
 use crate::kafka::{blocking, client_config};
+use crate::sink::service::DataProducer;
 
 /// Admin requests wait this long for the controller.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -119,7 +120,7 @@ impl Admin {
 /// Waits until `producer`'s metadata shows `topic` with at least `partitions` partitions, so a
 /// record produced right after creating the topic (or adding partitions) is not refused as
 /// "unknown partition". Errors after 30 s.
-pub async fn await_producer_metadata(producer: &FutureProducer, topic: &str, partitions: usize) -> Result<(), KafkaError> {
+pub async fn await_producer_metadata(producer: &Arc<DataProducer>, topic: &str, partitions: usize) -> Result<(), KafkaError> {
     let deadline = tokio::time::Instant::now() + ADMIN_TIMEOUT;
     loop {
         let producer = producer.clone();

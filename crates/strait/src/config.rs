@@ -117,7 +117,7 @@ pub struct FlowConfig {
     /// A batch is committed at this many records. Default 50,000.
     #[serde(default = "default_batch_records")]
     pub max_batch_records: u64,
-    /// A batch is committed at this many bytes. Default 67,108,864 (64 MiB).
+    /// A batch is committed at this many bytes. Default 16,777,216 (16 MiB).
     #[serde(default = "default_batch_bytes")]
     pub max_batch_bytes: u64,
     /// Replication factor of topics Strait creates on the target; -1 takes the broker's
@@ -186,7 +186,8 @@ pub struct ResidencyPolicy {
     /// Name used in logs and errors.
     pub name: String,
     /// Regexes (whole-name match) of the topics it governs; matched against the source topic
-    /// name and against its original (first-hop) name, so renaming cannot escape it.
+    /// name and each suffix after a separator (so `eu.customers` is also `customers`), so
+    /// renaming cannot escape it.
     pub topics: Vec<String>,
     /// If non-empty, every zone of the target must be listed here (a target with no zones fails).
     #[serde(default)]
@@ -239,7 +240,7 @@ fn default_batch_records() -> u64 {
     50_000
 }
 fn default_batch_bytes() -> u64 {
-    64 << 20
+    16 << 20
 }
 fn default_rf() -> i32 {
     -1
@@ -304,8 +305,8 @@ impl Flow {
     /// (KIP-716: named after the other cluster's alias).
     pub fn offset_syncs(&self) -> (&ClusterConfig, String) {
         match self.settings.offset_syncs_topic_location {
-            SyncsLocation::Target => (&self.target, strait_mm2::offset_syncs_topic(&self.source.alias)),
-            SyncsLocation::Source => (&self.source, strait_mm2::offset_syncs_topic(&self.target.alias)),
+            SyncsLocation::Target => (&self.target, self.policy.offset_syncs_topic(&self.source.alias)),
+            SyncsLocation::Source => (&self.source, self.policy.offset_syncs_topic(&self.target.alias)),
         }
     }
 
@@ -314,7 +315,7 @@ impl Flow {
     /// internal topic, never a topic that came from the target (a cycle under default naming).
     pub fn replicates(&self, topic: &str) -> bool {
         (self.topics.matches(topic) || self.policy.is_heartbeats_topic(topic))
-            && !strait_mm2::is_internal_topic(topic)
+            && !self.policy.is_internal_topic(topic)
             && !self.policy.is_cycle(topic, &self.target.alias)
     }
 }
@@ -348,8 +349,17 @@ impl Config {
             if c.alias.trim().is_empty() {
                 return Err(err(format!("{field}.alias"), "must not be empty"));
             }
-            if c.bootstrap_servers.trim().is_empty() {
-                return Err(err(format!("{field}.bootstrap_servers"), "must not be empty"));
+            if !c.alias.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch)) || c.alias.len() > 100 {
+                return Err(err(
+                    format!("{field}.alias"),
+                    format!("{:?} must be at most 100 of [a-zA-Z0-9._-]: it becomes part of topic names", c.alias),
+                ));
+            }
+            if c.bootstrap_servers.split(',').all(|h| h.trim().is_empty()) {
+                return Err(err(format!("{field}.bootstrap_servers"), "must list at least one host:port"));
+            }
+            if let Err(e) = crate::kafka::client_config(c, &[]).create_native_config() {
+                return Err(err(format!("{field}.client"), format!("librdkafka rejects these settings: {e}")));
             }
             if aliases.insert(c.alias.clone(), c).is_some() {
                 return Err(err(format!("{field}.alias"), format!("duplicate cluster alias {:?}", c.alias)));
@@ -375,8 +385,8 @@ impl Config {
             if !seen.insert((f.source.clone(), f.target.clone())) {
                 return Err(err(field, format!("duplicate flow {} -> {}", f.source, f.target)));
             }
-            if f.separator.is_empty() {
-                return Err(err(format!("{field}.separator"), "must not be empty"));
+            if f.separator.is_empty() || !f.separator.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch)) {
+                return Err(err(format!("{field}.separator"), "must be one or more of [a-zA-Z0-9._-]"));
             }
             for (alias, side) in [(&f.source, "source"), (&f.target, "target")] {
                 if alias.contains(&f.separator) {

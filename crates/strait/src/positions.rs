@@ -70,7 +70,7 @@ impl PositionStore {
     pub async fn save(&self, positions: &[SourceOffset]) -> ConnectResult<()> {
         let mut acks = Vec::with_capacity(positions.len());
         for p in positions {
-            let key = serde_json::to_vec(&Key { flow: self.flow.clone(), topic: p.topic.clone(), partition: p.partition })
+            let key = serde_json::to_vec(&Key { flow: self.flow.clone(), topic: p.topic.to_string(), partition: p.partition })
                 .map_err(|e| ConnectError::conversion("position key", e))?;
             let value = serde_json::to_vec(&Value { next_offset: p.offset + 1 })
                 .map_err(|e| ConnectError::conversion("position value", e))?;

@@ -5,13 +5,12 @@
 //! ([`crate::positions`]), earliest where none. Topics and partitions that appear are picked up
 //! at the next refresh (every `refresh_topics_interval_ms`).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures::FutureExt;
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
@@ -25,7 +24,7 @@ use crate::positions::{PositionStore, Positions};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicatedRecord {
     /// Source topic.
-    pub topic: String,
+    pub topic: Arc<str>,
     /// Source partition (the target partition is the same number).
     pub partition: i32,
     /// Upstream offset.
@@ -38,7 +37,9 @@ pub struct ReplicatedRecord {
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<BaseConsumer>,
+    /// Topic names shared by every record of the topic.
+    names: HashMap<String, Arc<str>>,
     flow: Arc<Flow>,
     store: PositionStore,
     saved: Positions,
@@ -50,7 +51,7 @@ impl KafkaSource {
     /// Connects to the source cluster and assigns every selected partition from its saved position
     /// (earliest when none). Errors: a backend error when the source cluster cannot be listed.
     pub async fn start(flow: Arc<Flow>, store: PositionStore, saved: Positions) -> ConnectResult<Self> {
-        let consumer: StreamConsumer = client_config(
+        let consumer: BaseConsumer = client_config(
             &flow.source,
             &[
                 ("group.id", &format!("strait-{}", flow.name)),
@@ -60,13 +61,17 @@ impl KafkaSource {
                 ("isolation.level", "read_committed"),
                 ("enable.partition.eof", "false"),
                 ("fetch.wait.max.ms", "100"),
-                ("queued.max.messages.kbytes", "65536"),
+                // Bounded prefetch: librdkafka counts these bytes compressed, so a highly
+                // compressed source can inflate them many times once decoded.
+                ("queued.max.messages.kbytes", "8192"),
+                ("queued.min.messages", "20000"),
             ],
         )
         .create()
         .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
         let mut source = Self {
             consumer: Arc::new(consumer),
+            names: HashMap::new(),
             flow,
             store,
             saved,
@@ -130,7 +135,7 @@ impl KafkaSource {
     }
 }
 
-fn to_record(m: &BorrowedMessage<'_>) -> ConnectRecord<(), ReplicatedRecord> {
+fn to_record(m: &BorrowedMessage<'_>, names: &mut HashMap<String, Arc<str>>) -> ConnectRecord<(), ReplicatedRecord> {
     let key = m.key().map(<[u8]>::to_vec);
     let value = m.payload().map(<[u8]>::to_vec);
     let headers: Vec<Header> = m
@@ -145,7 +150,10 @@ fn to_record(m: &BorrowedMessage<'_>) -> ConnectRecord<(), ReplicatedRecord> {
         + key.as_ref().map_or(0, Vec::len)
         + value.as_ref().map_or(0, Vec::len)
         + headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len)).sum::<usize>();
-    let topic = m.topic().to_string();
+    let topic = match names.get(m.topic()) {
+        Some(t) => t.clone(),
+        None => names.entry(m.topic().to_string()).or_insert_with(|| Arc::from(m.topic())).clone(),
+    };
     ConnectRecord {
         key: None,
         value: Some(ReplicatedRecord { topic: topic.clone(), partition: m.partition(), offset: m.offset(), key, value }),
@@ -170,28 +178,32 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
                 tracing::warn!(flow = %self.flow.name, error = %e, "topic refresh failed; will retry");
             }
         }
-        let mut out = Vec::new();
-        let mut bytes = 0;
-        let first = match tokio::time::timeout(timeout, self.consumer.recv()).await {
-            Err(_) => return Ok(out),
-            Ok(m) => m,
-        };
-        let mut next = Some(first);
-        while let Some(m) = next {
-            match m {
-                Ok(m) => {
-                    let r = to_record(&m);
-                    bytes += r.size_bytes;
-                    out.push(r);
+        // One blocking call per batch: wait up to `timeout` for the first record, then take
+        // what is already fetched, without waiting, up to the limits.
+        let consumer = self.consumer.clone();
+        let mut names = std::mem::take(&mut self.names);
+        let flow = self.flow.name.clone();
+        let (out, names) = blocking(move || {
+            let mut out = Vec::new();
+            let mut bytes = 0;
+            let mut wait = timeout;
+            while out.len() < max_records && bytes < max_bytes {
+                match consumer.poll(wait) {
+                    None => break,
+                    Some(Ok(m)) => {
+                        let r = to_record(&m, &mut names);
+                        bytes += r.size_bytes;
+                        out.push(r);
+                    }
+                    // librdkafka reports transient broker errors here and keeps retrying itself.
+                    Some(Err(e)) => tracing::warn!(flow = %flow, error = %e, "source consumer error"),
                 }
-                // librdkafka reports transient broker errors here and keeps retrying itself.
-                Err(e) => tracing::warn!(flow = %self.flow.name, error = %e, "source consumer error"),
+                wait = Duration::ZERO;
             }
-            if out.len() >= max_records || bytes >= max_bytes {
-                break;
-            }
-            next = self.consumer.recv().now_or_never();
-        }
+            (out, names)
+        })
+        .await;
+        self.names = names;
         Ok(out)
     }
 

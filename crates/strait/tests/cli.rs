@@ -55,6 +55,10 @@ fn invalid_configs_exit_non_zero_naming_the_field() {
         ("bad residency default", format!("{}\n[residency]\ndefault = \"maybe\"\n", with_flow("")), "default"),
         ("no flows", CLUSTERS.to_string(), "flows"),
         ("empty topic list", with_flow("topics = []"), "flows[0].topics"),
+        ("alias not usable in topic names", with_flow("").replace("alias = \"eu\"", "alias = \"e u\"").replace("target = \"eu\"", "target = \"e u\""), "clusters[1].alias"),
+        ("unknown librdkafka property", with_flow("").replace("alias = \"eu\"", "alias = \"eu\"\nclient = { \"bogus.prop\" = \"1\" }"), "clusters[1].client"),
+        ("blank bootstrap list", with_flow("").replace("127.0.0.1:9093", " , "), "clusters[1].bootstrap_servers"),
+        ("zone both allowed and denied", format!("{}\n[[residency.policies]]\nname = \"p\"\ntopics = [\"x\"]\nallow_zones = [\"eu\"]\ndeny_zones = [\"eu\"]\n", with_flow("")), "residency.policies[0].deny_zones"),
     ];
     assert!(cases.len() >= 8);
     for (what, text, field) in cases {

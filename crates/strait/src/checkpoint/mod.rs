@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use strait_mm2::{checkpoints_topic, should_emit_checkpoint, Checkpoint, DownstreamOffset, UpstreamOffset};
+use strait_mm2::{should_emit_checkpoint, Checkpoint, DownstreamOffset, UpstreamOffset};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -47,7 +47,7 @@ impl CheckpointTask {
     /// checkpoint per (group, topic, partition) from it, so a restart never emits a rewind.
     /// Errors: the target cannot be reached or the topic cannot be created or read.
     pub async fn start(flow: Arc<Flow>) -> Result<Self, KafkaError> {
-        let topic = checkpoints_topic(&flow.source.alias);
+        let topic = flow.policy.checkpoints_topic(&flow.source.alias);
         Admin::new(&flow.target)?
             .create_topic(&topic, 1, flow.settings.replication_factor, &[("cleanup.policy".into(), "compact".into())])
             .await?;

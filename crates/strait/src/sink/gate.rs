@@ -33,6 +33,12 @@ impl ResidencyRules {
                 return Err(ConfigError { field: format!("{field}.topics"), message: "must list at least one regex".into() });
             }
             let topics = crate::config::compile(&format!("{field}.topics"), &p.topics)?;
+            if let Some(z) = p.allow_zones.iter().find(|z| p.deny_zones.contains(z)) {
+                return Err(ConfigError {
+                    field: format!("{field}.deny_zones"),
+                    message: format!("zone {z:?} is both allowed and denied"),
+                });
+            }
             policies.push(Policy {
                 name: p.name.clone(),
                 topics,
@@ -47,6 +53,15 @@ impl ResidencyRules {
     pub fn for_target(&self, alias: &str, zones: &[String]) -> ResidencyGate {
         ResidencyGate { rules: self.clone(), target_alias: alias.to_string(), target_zones: zones.to_vec() }
     }
+}
+
+/// Every name a topic may be known by: itself and each suffix after a `separator`. Under the
+/// default policy that includes its original (first-hop) name; under identity naming it still
+/// sees through MM2-style prefixed copies (`eu.customers` is also `customers`).
+pub fn names_of<'a>(topic: &'a str, separator: &str) -> Vec<&'a str> {
+    let mut names = vec![topic];
+    names.extend(topic.match_indices(separator).map(|(i, _)| &topic[i + separator.len()..]));
+    names
 }
 
 /// Decides, per topic, whether a given target cluster may hold it.
@@ -144,8 +159,13 @@ mod tests {
     }
 
     #[test]
-    fn original_name_cannot_escape_by_renaming() {
+    fn renaming_cannot_escape_a_policy() {
         let gate = rules(ResidencyDefault::Allow).for_target("t", &["us".into()]);
-        assert!(gate.check(&["src.customers", "customers"]).is_err());
+        assert_eq!(names_of("a.b.customers", "."), vec!["a.b.customers", "b.customers", "customers"]);
+        assert_eq!(names_of("a_customers", "_"), vec!["a_customers", "customers"]);
+        for topic in ["src.customers", "eu-central.customers", "x.y.customers"] {
+            assert!(gate.check(&names_of(topic, ".")).is_err(), "{topic} must stay out of us");
+        }
+        assert!(gate.check(&names_of("src.orders", ".")).is_ok());
     }
 }

@@ -5,6 +5,8 @@
 //! The header value is the comma-separated Kafka cluster ids (not aliases, which differ between
 //! deployments) of every cluster the record was read from, oldest first.
 
+use std::borrow::Cow;
+
 use strait_connect::Header;
 
 /// Name of the provenance header Strait adds to every replicated record.
@@ -15,18 +17,24 @@ pub const PROVENANCE_HEADER: &str = "strait.provenance";
 pub struct LoopGuard {
     source_id: String,
     target_id: String,
+    /// The header value of a record on its first hop (no provenance yet): the source id.
+    first_hop: Vec<u8>,
 }
 
 impl LoopGuard {
     /// A guard for a flow from the cluster with id `source_id` to the one with id `target_id`.
     pub fn new(source_id: String, target_id: String) -> Self {
-        Self { source_id, target_id }
+        Self { first_hop: source_id.clone().into_bytes(), source_id, target_id }
     }
 
     /// Removes the provenance header from `headers` and decides: `None` when the record has
     /// already been in the target cluster (drop it), else the header value to write with it
     /// (the old list plus the source cluster).
-    pub fn pass(&self, headers: &mut Vec<Header>) -> Option<Vec<u8>> {
+    pub fn pass(&self, headers: &mut Vec<Header>) -> Option<Cow<'_, [u8]>> {
+        if !headers.iter().any(|h| h.key == PROVENANCE_HEADER) {
+            // The common case, without allocating.
+            return Some(Cow::Borrowed(&self.first_hop));
+        }
         let mut visited = String::new();
         headers.retain(|h| {
             if h.key != PROVENANCE_HEADER {
@@ -41,9 +49,9 @@ impl LoopGuard {
             return None;
         }
         if visited.is_empty() {
-            Some(self.source_id.clone().into_bytes())
+            Some(Cow::Borrowed(&self.first_hop))
         } else {
-            Some(format!("{visited},{}", self.source_id).into_bytes())
+            Some(Cow::Owned(format!("{visited},{}", self.source_id).into_bytes()))
         }
     }
 }
@@ -59,7 +67,7 @@ mod tests {
     #[test]
     fn first_hop_adds_source() {
         let mut hs = vec![Header { key: "h".into(), value: None }];
-        assert_eq!(LoopGuard::new("A".into(), "B".into()).pass(&mut hs), Some(b"A".to_vec()));
+        assert_eq!(LoopGuard::new("A".into(), "B".into()).pass(&mut hs).as_deref(), Some(&b"A"[..]));
         assert_eq!(hs, vec![Header { key: "h".into(), value: None }]);
     }
 
@@ -67,7 +75,7 @@ mod tests {
     fn multi_hop_appends_and_cycle_is_dropped() {
         // A→B→C keeps going, C→A is an echo.
         let mut hs = vec![prov("A")];
-        assert_eq!(LoopGuard::new("B".into(), "C".into()).pass(&mut hs), Some(b"A,B".to_vec()));
+        assert_eq!(LoopGuard::new("B".into(), "C".into()).pass(&mut hs).as_deref(), Some(&b"A,B"[..]));
         assert!(hs.is_empty());
         let mut hs = vec![prov("A,B")];
         assert_eq!(LoopGuard::new("C".into(), "A".into()).pass(&mut hs), None);

@@ -3,6 +3,7 @@
 
 pub mod gate;
 pub mod loop_guard;
+pub mod service;
 pub mod syncs;
 pub mod topics;
 
@@ -10,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{BaseRecord, FutureProducer, Producer};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink};
 use strait_mm2::OffsetSync;
 
@@ -21,6 +22,7 @@ use crate::config::{ClusterConfig, Flow, SyncsLocation};
 use crate::kafka::{blocking, client_config};
 use crate::source::ReplicatedRecord;
 use loop_guard::{LoopGuard, PROVENANCE_HEADER};
+use service::ProduceService;
 use syncs::OffsetSyncWriter;
 use topics::TopicRouter;
 
@@ -33,27 +35,29 @@ const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("batch.size", "1000000"),
     ("compression.type", "none"),
     ("message.timeout.ms", "300000"),
-    ("queue.buffering.max.kbytes", "131072"),
+    ("queue.buffering.max.kbytes", "32768"),
+    // librdkafka's default (1,000,000) is below the broker's (1,048,588); let the target topic's
+    // max.message.bytes decide, as for any Kafka client.
+    ("message.max.bytes", "104857600"),
 ];
 
-/// A produced record awaiting its ack.
+/// What the sink remembers of a produced record until its ack.
 struct InFlight {
+    /// Source topic.
     topic: Arc<str>,
     partition: i32,
     upstream: i64,
     /// Key + value + header bytes, for error messages.
     bytes: usize,
-    ack: DeliveryFuture,
 }
 
 /// The [`Sink`] of a flow: writes [`ReplicatedRecord`]s to the target cluster.
 pub struct TargetSink {
     flow: Arc<Flow>,
-    producer: FutureProducer,
+    service: ProduceService<InFlight>,
     router: TopicRouter,
     guard: LoopGuard,
     syncs: OffsetSyncWriter,
-    in_flight: Vec<InFlight>,
     loop_drops: u64,
 }
 
@@ -73,7 +77,9 @@ impl TargetSink {
     /// ensures the offset-syncs topic (one partition, compacted) where the flow puts it.
     /// Errors: a backend error if a cluster cannot be reached or the topic cannot be created.
     pub async fn start(flow: Arc<Flow>) -> ConnectResult<Self> {
-        let (producer, target_id) = producer_for(&flow.target).await?;
+        let (control, target_id) = producer_for(&flow.target).await?;
+        let service = ProduceService::new(&flow.target, PRODUCER_SETTINGS)
+            .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
         let source_id = {
             let admin: FutureProducer = client_config(&flow.source, &[])
                 .create()
@@ -84,7 +90,7 @@ impl TargetSink {
         };
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
         let syncs_producer = match flow.settings.offset_syncs_topic_location {
-            SyncsLocation::Target => producer.clone(),
+            SyncsLocation::Target => control,
             SyncsLocation::Source => producer_for(&flow.source).await?.0,
         };
         Admin::new(syncs_cluster)
@@ -97,8 +103,7 @@ impl TargetSink {
             guard: LoopGuard::new(source_id, target_id),
             syncs: OffsetSyncWriter::new(syncs_producer, syncs_topic, flow.settings.offset_lag_max),
             flow,
-            producer,
-            in_flight: Vec::new(),
+            service,
             loop_drops: 0,
         })
     }
@@ -107,25 +112,10 @@ impl TargetSink {
     pub fn drain_offset_syncs(&mut self) -> Vec<OffsetSync> {
         self.syncs.drain()
     }
-
-    /// Awaits the oldest ack, making room in the producer queue. Acks are handled in produce
-    /// order, so offset syncs follow the partition's order.
-    async fn await_acks(&mut self, count: usize) -> ConnectResult<()> {
-        for f in self.in_flight.drain(..count.min(self.in_flight.len())) {
-            let delivery = match f.ack.await {
-                Ok(Ok(d)) => d,
-                Ok(Err((e, _))) => return Err(produce_error(&self.flow, &f.topic, f.partition, f.upstream, f.bytes, e)),
-                Err(_) => return Err(produce_error(&self.flow, &f.topic, f.partition, f.upstream, f.bytes, KafkaError::Canceled)),
-            };
-            self.syncs.acked(&f.topic, f.partition, f.upstream, delivery.offset);
-        }
-        Ok(())
-    }
 }
 
-/// The error that stops a flow when a record cannot be produced. A broker rejects whole batches,
-/// so the record named is the first of its batch that failed.
-fn produce_error(flow: &Flow, topic: &str, partition: i32, offset: i64, bytes: usize, e: KafkaError) -> ConnectError {
+fn produce_error(flow: &Flow, (r, e): (InFlight, KafkaError)) -> ConnectError {
+    let (topic, partition, offset, bytes) = (r.topic, r.partition, r.upstream, r.bytes);
     ConnectError::backend(
         format!(
             "flow {} topic {topic} partition {partition} offset {offset}: record of {bytes} bytes could not be produced to {}",
@@ -138,20 +128,21 @@ fn produce_error(flow: &Flow, topic: &str, partition: i32, offset: i64, bytes: u
 #[async_trait]
 impl Sink<(), ReplicatedRecord> for TargetSink {
     async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
+        let syncs = &mut self.syncs;
+        let mut on_ack = |r: InFlight, downstream: i64| syncs.acked(&r.topic, r.partition, r.upstream, downstream);
         for mut record in batch {
             let Some(r) = record.value.take() else { continue };
             let Some(provenance) = self.guard.pass(&mut record.headers) else {
                 self.loop_drops += 1;
                 continue;
             };
-            let Some(target) = self.router.route(&r.topic, r.partition, &self.producer).await? else { continue };
-            let bytes = record.size_bytes;
+            let Some(target) = self.router.route(&r.topic, r.partition, self.service.producer()).await? else { continue };
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len() + 1);
             for h in &record.headers {
                 headers = headers.insert(KafkaHeader { key: &h.key, value: h.value.as_deref() });
             }
-            headers = headers.insert(KafkaHeader { key: PROVENANCE_HEADER, value: Some(&provenance) });
-            let mut out = FutureRecord::<[u8], [u8]>::to(&target).partition(r.partition).headers(headers);
+            headers = headers.insert(KafkaHeader { key: PROVENANCE_HEADER, value: Some(&*provenance) });
+            let mut out = BaseRecord::<[u8], [u8], usize>::with_opaque_to(&target, 0).partition(r.partition).headers(headers);
             if let Some(k) = &r.key {
                 out = out.key(k);
             }
@@ -161,31 +152,16 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             if let Some(ts) = record.timestamp_ms {
                 out = out.timestamp(ts);
             }
-            loop {
-                match self.producer.send_result(out) {
-                    Ok(ack) => {
-                        let topic: Arc<str> = Arc::from(r.topic.as_str());
-                        self.in_flight.push(InFlight { topic, partition: r.partition, upstream: r.offset, bytes, ack });
-                        break;
-                    }
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        // Backpressure: wait for the oldest acks before queueing more.
-                        out = back;
-                        if self.in_flight.is_empty() {
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        } else {
-                            self.await_acks(self.in_flight.len().div_ceil(2)).await?;
-                        }
-                    }
-                    Err((e, _)) => return Err(produce_error(&self.flow, &r.topic, r.partition, r.offset, bytes, e)),
-                }
-            }
+            let meta = InFlight { topic: r.topic.clone(), partition: r.partition, upstream: r.offset, bytes: record.size_bytes };
+            self.service.send(out, meta, &mut on_ack).await.map_err(|f| produce_error(&self.flow, f))?;
         }
         Ok(())
     }
 
     async fn flush(&mut self) -> ConnectResult<()> {
-        self.await_acks(self.in_flight.len()).await?;
+        let syncs = &mut self.syncs;
+        let mut on_ack = |r: InFlight, downstream: i64| syncs.acked(&r.topic, r.partition, r.upstream, downstream);
+        self.service.wait_acks(0, &mut on_ack).await.map_err(|f| produce_error(&self.flow, f))?;
         self.syncs.flush().await
     }
 

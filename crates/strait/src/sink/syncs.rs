@@ -3,6 +3,7 @@
 //! the offset-syncs topic.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use strait_connect::{ConnectError, ConnectResult};
 use crate::kafka::{acked, enqueue};
@@ -14,7 +15,7 @@ pub struct OffsetSyncWriter {
     /// `mm2-offset-syncs.<alias>.internal`, on the target or the source cluster.
     topic: String,
     offset_lag_max: u64,
-    states: HashMap<(String, i32), PartitionState>,
+    states: HashMap<(Arc<str>, i32), PartitionState>,
     /// Syncs decided but not yet written.
     pending: Vec<OffsetSync>,
     /// Syncs written since the last [`OffsetSyncWriter::drain`].
@@ -28,8 +29,8 @@ impl OffsetSyncWriter {
     }
 
     /// Feeds one acknowledged record: `topic`/`partition` are the **source** names.
-    pub fn acked(&mut self, topic: &str, partition: i32, upstream: i64, downstream: i64) {
-        let state = self.states.entry((topic.to_string(), partition)).or_default();
+    pub fn acked(&mut self, topic: &Arc<str>, partition: i32, upstream: i64, downstream: i64) {
+        let state = self.states.entry((topic.clone(), partition)).or_default();
         let (up, down) = (UpstreamOffset(upstream), DownstreamOffset(downstream));
         if state.update(up, down, self.offset_lag_max) == Emit::Now {
             self.pending.push(OffsetSync { topic: topic.to_string(), partition, upstream: up, downstream: down });
@@ -41,7 +42,7 @@ impl OffsetSyncWriter {
     pub async fn flush(&mut self) -> ConnectResult<()> {
         for ((topic, partition), state) in &mut self.states {
             if let Some((upstream, downstream)) = state.take_delayed() {
-                self.pending.push(OffsetSync { topic: topic.clone(), partition: *partition, upstream, downstream });
+                self.pending.push(OffsetSync { topic: topic.to_string(), partition: *partition, upstream, downstream });
             }
         }
         let mut acks = Vec::with_capacity(self.pending.len());

@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rdkafka::producer::FutureProducer;
 use strait_connect::{ConnectError, ConnectResult};
 
 use crate::admin::{await_producer_metadata, Admin};
 use crate::config::Flow;
+use crate::sink::gate::names_of;
+use crate::sink::service::DataProducer;
 
 /// The decision for one source topic.
 enum Route {
@@ -38,7 +39,7 @@ impl TopicRouter {
     /// The target topic for a record of `topic`/`partition`, or `None` when residency drops it.
     /// Creates the target topic, or adds partitions, as needed, and waits until `producer` can
     /// write to the partition. Errors: a backend error naming the topic.
-    pub async fn route(&mut self, topic: &str, partition: i32, producer: &FutureProducer) -> ConnectResult<Option<Arc<str>>> {
+    pub async fn route(&mut self, topic: &str, partition: i32, producer: &Arc<DataProducer>) -> ConnectResult<Option<Arc<str>>> {
         match self.routes.get_mut(topic) {
             Some(Route::Denied { dropped }) => {
                 *dropped += 1;
@@ -49,8 +50,7 @@ impl TopicRouter {
             }
             _ => {}
         }
-        let original = self.flow.policy.original_topic(topic);
-        if let Err(reason) = self.flow.residency.check(&[topic, &original]) {
+        if let Err(reason) = self.flow.residency.check(&names_of(topic, self.flow.policy.separator())) {
             tracing::warn!(flow = %self.flow.name, topic, "residency: not replicating this topic: {reason}");
             self.routes.insert(topic.to_string(), Route::Denied { dropped: 1 });
             return Ok(None);

@@ -1,0 +1,147 @@
+//! The one place that talks to the target's data producer: queues records, applies backpressure
+//! when librdkafka's queue is full, and hands back acks in produce order.
+//!
+//! Acks come from librdkafka's delivery callback (on the producer's polling thread) tagged with a
+//! sequence number, not a future per record: no allocation per record beyond librdkafka's copy.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::client::ClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
+use tokio::sync::mpsc;
+
+use crate::config::ClusterConfig;
+use crate::kafka::client_config;
+
+/// Sends each delivery report (sequence number, downstream offset or error) to the sink.
+pub struct AckContext {
+    acks: mpsc::UnboundedSender<(usize, Result<i64, KafkaError>)>,
+}
+
+impl ClientContext for AckContext {}
+
+impl ProducerContext for AckContext {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, seq: usize) {
+        let outcome = match result {
+            Ok(m) => Ok(m.offset()),
+            Err((e, _)) => Err(e.clone()),
+        };
+        // The receiver only goes away with the sink, after which acks no longer matter.
+        let _ = self.acks.send((seq, outcome));
+    }
+}
+
+/// The data producer (idempotent, acks=all, polled by its own thread).
+pub type DataProducer = ThreadedProducer<AckContext>;
+
+/// A produced record awaiting its ack, as the caller described it.
+struct Pending<M> {
+    meta: M,
+    downstream: Option<i64>,
+}
+
+/// Producer plus the records in flight, in produce order.
+pub struct ProduceService<M> {
+    producer: Arc<DataProducer>,
+    acks: mpsc::UnboundedReceiver<(usize, Result<i64, KafkaError>)>,
+    /// Records in flight; `in_flight[0]` has sequence number `first_seq`.
+    in_flight: VecDeque<Pending<M>>,
+    first_seq: usize,
+}
+
+/// A record whose ack failed: its description and the error.
+pub type Failed<M> = (M, KafkaError);
+
+impl<M> ProduceService<M> {
+    /// A producer for `cluster` with `settings` (cluster overrides win). Errors: invalid config.
+    pub fn new(cluster: &ClusterConfig, settings: &[(&str, &str)]) -> Result<Self, KafkaError> {
+        let (tx, acks) = mpsc::unbounded_channel();
+        let producer = client_config(cluster, settings).create_with_context(AckContext { acks: tx })?;
+        Ok(Self { producer: Arc::new(producer), acks, in_flight: VecDeque::new(), first_seq: 0 })
+    }
+
+    /// The producer, for metadata checks.
+    pub fn producer(&self) -> &Arc<DataProducer> {
+        &self.producer
+    }
+
+    /// Records in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Queues `record` described by `meta`. While librdkafka's queue is full, waits for acks,
+    /// passing each acknowledged record to `on_ack` in produce order. Errors: a final produce
+    /// error (for this record or one whose ack arrived meanwhile).
+    pub async fn send(
+        &mut self,
+        mut record: BaseRecord<'_, [u8], [u8], usize>,
+        meta: M,
+        on_ack: &mut impl FnMut(M, i64),
+    ) -> Result<(), Failed<M>> {
+        record = record.delivery_opaque(self.first_seq + self.in_flight.len());
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => {
+                    self.in_flight.push_back(Pending { meta, downstream: None });
+                    return Ok(());
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    if self.in_flight.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    } else {
+                        self.wait_acks(self.in_flight.len() / 2, on_ack).await?;
+                    }
+                }
+                Err((e, _)) => return Err((meta, e)),
+            }
+        }
+    }
+
+    /// Waits until at most `remaining` records are in flight, passing acknowledged records to
+    /// `on_ack` in produce order. Errors: the first failed record.
+    pub async fn wait_acks(&mut self, remaining: usize, on_ack: &mut impl FnMut(M, i64)) -> Result<(), Failed<M>> {
+        while self.in_flight.len() > remaining {
+            let Some((seq, outcome)) = self.acks.recv().await else {
+                return Err(self.fail_front(KafkaError::Canceled));
+            };
+            let index = seq - self.first_seq;
+            match outcome {
+                Ok(offset) => self.in_flight[index].downstream = Some(offset),
+                Err(e) => {
+                    // Everything before the failed record stays acknowledged; it is reported.
+                    for _ in 0..index {
+                        self.pop_acked(on_ack);
+                    }
+                    return Err(self.fail_front(e));
+                }
+            }
+            while self.in_flight.front().is_some_and(|p| p.downstream.is_some()) {
+                self.pop_acked(on_ack);
+            }
+        }
+        Ok(())
+    }
+
+    fn pop_acked(&mut self, on_ack: &mut impl FnMut(M, i64)) {
+        if let Some(p) = self.in_flight.pop_front() {
+            self.first_seq += 1;
+            if let Some(offset) = p.downstream {
+                on_ack(p.meta, offset);
+            }
+        }
+    }
+
+    fn fail_front(&mut self, e: KafkaError) -> Failed<M> {
+        let p = self.in_flight.pop_front().expect("a record is in flight");
+        self.first_seq += 1;
+        (p.meta, e)
+    }
+}
