@@ -24,6 +24,9 @@ pub struct RuntimeConfig {
     pub max_batch_wait: Duration,
     /// Longest single wait for records inside [`Source::poll`]. Default 100 ms.
     pub poll_timeout: Duration,
+    /// Most bytes taken from the source per poll (the batch is filled by several polls), so the
+    /// records held between poll and put stay few whatever the batch size. Default 2 MiB.
+    pub max_poll_bytes: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -33,6 +36,7 @@ impl Default for RuntimeConfig {
             max_batch_bytes: 64 << 20,
             max_batch_wait: Duration::from_secs(1),
             poll_timeout: Duration::from_millis(100),
+            max_poll_bytes: 2 << 20,
         }
     }
 }
@@ -181,7 +185,7 @@ where
                 .source
                 .poll(
                     self.config.max_batch_records - batch.records,
-                    self.config.max_batch_bytes.saturating_sub(batch.bytes).max(1),
+                    self.config.max_batch_bytes.saturating_sub(batch.bytes).clamp(1, self.config.max_poll_bytes),
                     timeout,
                 )
                 .await?;

@@ -114,7 +114,7 @@ fn setup(end: i64, fail_flush_after: Option<usize>, config: RuntimeConfig) -> (C
 }
 
 fn small_batches() -> RuntimeConfig {
-    RuntimeConfig { max_batch_records: 1_000, max_batch_bytes: 1 << 20, max_batch_wait: Duration::from_millis(50), poll_timeout: Duration::from_millis(10) }
+    RuntimeConfig { max_batch_records: 1_000, max_batch_bytes: 1 << 20, max_batch_wait: Duration::from_millis(50), poll_timeout: Duration::from_millis(10), max_poll_bytes: 1 << 20 }
 }
 
 #[tokio::test]

@@ -46,7 +46,7 @@ pub async fn run_flow(flow: Arc<Flow>, mut shutdown: watch::Receiver<bool>) -> C
         max_batch_records: settings.max_batch_records as usize,
         max_batch_bytes: settings.max_batch_bytes as usize,
         max_batch_wait: Duration::from_millis(settings.commit_interval_ms),
-        poll_timeout: Duration::from_millis(100),
+        ..RuntimeConfig::default()
     };
     let (runtime, handle) = ConnectorRuntime::new(source, sink, config);
     // Side tasks stop with the flow, whether it is shut down or fails.

@@ -8,11 +8,6 @@ use clap::{Parser, Subcommand};
 use strait::config::Config;
 use tokio::sync::watch;
 
-// The hot path allocates per record (owned copies of key, value, headers); mimalloc's
-// thread-local free lists make that far cheaper than glibc malloc (the top of the profile).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Cross-cluster replication for Apache Kafka, wire-compatible with MirrorMaker 2.
 #[derive(Parser)]
 #[command(name = "strait", version)]

@@ -65,6 +65,9 @@ impl KafkaSource {
                 // compressed source can inflate them many times once decoded.
                 ("queued.max.messages.kbytes", "8192"),
                 ("queued.min.messages", "20000"),
+                // librdkafka waits this long before fetching again once the queue was full
+                // (default 1 s: a stall per refill with a small queue).
+                ("fetch.queue.backoff.ms", "10"),
             ],
         )
         .create()
