@@ -105,7 +105,9 @@ impl Sink<(), u64> for MemSink {
     }
 }
 
-fn setup(end: i64, fail_flush_after: Option<usize>, config: RuntimeConfig) -> (ConnectorRuntime<(), u64, MemSource, MemSink>, RuntimeHandle, Arc<Mutex<Shared>>) {
+type Setup = (ConnectorRuntime<(), u64, MemSource, MemSink>, RuntimeHandle, Arc<Mutex<Shared>>);
+
+fn setup(end: i64, fail_flush_after: Option<usize>, config: RuntimeConfig) -> Setup {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let source = MemSource { next: 0, end, partitions: 3, shared: shared.clone() };
     let sink = MemSink { unflushed: vec![], fail_flush_after, flushes: 0, shared: shared.clone() };

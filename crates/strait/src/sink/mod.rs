@@ -13,12 +13,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, FutureProducer, Producer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseRecord, FutureProducer};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink};
 use strait_mm2::OffsetSync;
 
 use crate::admin::Admin;
-use crate::config::{ClusterConfig, Flow, SyncsLocation};
+use crate::config::{ClusterConfig, Flow};
 use crate::kafka::{blocking, client_config};
 use crate::source::ReplicatedRecord;
 use loop_guard::{LoopGuard, PROVENANCE_HEADER};
@@ -61,15 +62,14 @@ pub struct TargetSink {
     loop_drops: u64,
 }
 
-async fn producer_for(cluster: &ClusterConfig) -> ConnectResult<(FutureProducer, String)> {
-    let producer: FutureProducer = client_config(cluster, PRODUCER_SETTINGS)
-        .create()
-        .map_err(|e| ConnectError::backend(format!("producer for {}", cluster.alias), e))?;
-    let p = producer.clone();
-    let id = blocking(move || p.client().fetch_cluster_id(Duration::from_secs(10)))
-        .await
-        .ok_or_else(|| ConnectError::backend(format!("connect to {} ({})", cluster.alias, cluster.bootstrap_servers), "no cluster id within 10 s"))?;
-    Ok((producer, id))
+/// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: a backend error when the
+/// cluster does not answer.
+async fn cluster_id(cluster: &ClusterConfig) -> ConnectResult<String> {
+    let client: BaseConsumer =
+        client_config(cluster, &[]).create().map_err(|e| ConnectError::backend(format!("client for {}", cluster.alias), e))?;
+    blocking(move || client.client().fetch_cluster_id(Duration::from_secs(10))).await.ok_or_else(|| {
+        ConnectError::backend(format!("connect to {} ({})", cluster.alias, cluster.bootstrap_servers), "no cluster id within 10 s")
+    })
 }
 
 impl TargetSink {
@@ -77,22 +77,14 @@ impl TargetSink {
     /// ensures the offset-syncs topic (one partition, compacted) where the flow puts it.
     /// Errors: a backend error if a cluster cannot be reached or the topic cannot be created.
     pub async fn start(flow: Arc<Flow>) -> ConnectResult<Self> {
-        let (control, target_id) = producer_for(&flow.target).await?;
+        let target_id = cluster_id(&flow.target).await?;
+        let source_id = cluster_id(&flow.source).await?;
         let service = ProduceService::new(&flow.target, PRODUCER_SETTINGS)
             .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
-        let source_id = {
-            let admin: FutureProducer = client_config(&flow.source, &[])
-                .create()
-                .map_err(|e| ConnectError::backend("source client", e))?;
-            blocking(move || admin.client().fetch_cluster_id(Duration::from_secs(10))).await.ok_or_else(|| {
-                ConnectError::backend(format!("connect to {} ({})", flow.source.alias, flow.source.bootstrap_servers), "no cluster id within 10 s")
-            })?
-        };
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
-        let syncs_producer = match flow.settings.offset_syncs_topic_location {
-            SyncsLocation::Target => control,
-            SyncsLocation::Source => producer_for(&flow.source).await?.0,
-        };
+        let syncs_producer: FutureProducer = client_config(syncs_cluster, &[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5")])
+            .create()
+            .map_err(|e| ConnectError::backend(format!("offset-syncs producer for {}", syncs_cluster.alias), e))?;
         Admin::new(syncs_cluster)
             .map_err(|e| ConnectError::backend("admin client", e))?
             .create_topic(&syncs_topic, 1, flow.settings.replication_factor, &[("cleanup.policy".into(), "compact".into())])

@@ -13,3 +13,4 @@ mod fidelity;
 mod offset_syncs;
 mod residency;
 mod selection;
+mod sink;
