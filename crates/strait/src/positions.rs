@@ -2,7 +2,9 @@
 //! (flow, source topic, source partition) holding the next source offset to read.
 //!
 //! Keeping positions on the target means Strait needs no consumer group and no write access on the
-//! source, and a position is saved on the cluster the data went to.
+//! source, and a position is saved on the cluster the data went to. Each position also keeps the
+//! timestamp of the last replicated record, so a topic recreated under the same name while Strait
+//! was stopped is recognised ([`crate::source`] checks it) instead of resumed mid-way.
 
 use std::collections::HashMap;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -26,6 +28,17 @@ struct Key {
 #[derive(Serialize, Deserialize)]
 struct Value {
     next_offset: i64,
+    #[serde(default)]
+    last_timestamp: Option<i64>,
+}
+
+/// A saved position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Saved {
+    /// Next source offset to read.
+    pub next_offset: i64,
+    /// Timestamp (ms) of the record at `next_offset - 1`, when known.
+    pub last_timestamp: Option<i64>,
 }
 
 /// Reads and writes one flow's positions.
@@ -34,8 +47,8 @@ pub struct PositionStore {
     flow: String,
 }
 
-/// Next offset to read, per (source topic, partition).
-pub type Positions = HashMap<(String, i32), i64>;
+/// Saved position per (source topic, partition).
+pub type Positions = HashMap<(String, i32), Saved>;
 
 impl PositionStore {
     /// Ensures the positions topic on `target` and loads the flow's saved positions (the last
@@ -58,21 +71,21 @@ impl PositionStore {
             let value = value.and_then(|v| serde_json::from_slice::<Value>(&v).ok());
             if let (Some(k), Some(v)) = (key, value) {
                 if k.flow == flow {
-                    positions.insert((k.topic, k.partition), v.next_offset);
+                    positions.insert((k.topic, k.partition), Saved { next_offset: v.next_offset, last_timestamp: v.last_timestamp });
                 }
             }
         }
         Ok((Self { producer, flow: flow.to_string() }, positions))
     }
 
-    /// Saves `positions` (last handled record per partition; the stored value is `offset + 1`)
-    /// and waits for the acks. Errors: an offset error naming the partition.
-    pub async fn save(&self, positions: &[SourceOffset]) -> ConnectResult<()> {
+    /// Saves `positions` (last handled record per partition and its timestamp; the stored offset
+    /// is `offset + 1`) and waits for the acks. Errors: an offset error naming the partition.
+    pub async fn save(&self, positions: &[(SourceOffset, Option<i64>)]) -> ConnectResult<()> {
         let mut acks = Vec::with_capacity(positions.len());
-        for p in positions {
+        for (p, last_timestamp) in positions {
             let key = serde_json::to_vec(&Key { flow: self.flow.clone(), topic: p.topic.to_string(), partition: p.partition })
                 .map_err(|e| ConnectError::conversion("position key", e))?;
-            let value = serde_json::to_vec(&Value { next_offset: p.offset + 1 })
+            let value = serde_json::to_vec(&Value { next_offset: p.offset + 1, last_timestamp: *last_timestamp })
                 .map_err(|e| ConnectError::conversion("position value", e))?;
             let record = FutureRecord::to(POSITIONS_TOPIC).partition(0).key(&key[..]).payload(&value[..]);
             let ack = enqueue(&self.producer, record).await;

@@ -45,33 +45,35 @@ pub struct KafkaSource {
     saved: Positions,
     assigned: HashSet<(String, i32)>,
     next_refresh: Instant,
+    /// Offset and timestamp of the last polled record per partition, saved with positions.
+    last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
 }
+
+/// librdkafka settings of the source consumer (and of the position check's reader).
+const CONSUMER_SETTINGS: &[(&str, &str)] = &[
+    ("enable.auto.commit", "false"),
+    ("enable.auto.offset.store", "false"),
+    ("auto.offset.reset", "earliest"),
+    ("isolation.level", "read_committed"),
+    ("enable.partition.eof", "false"),
+    ("fetch.wait.max.ms", "100"),
+    // Bounded prefetch: librdkafka counts these bytes compressed, so a highly compressed source
+    // can inflate them many times once decoded.
+    ("queued.max.messages.kbytes", "8192"),
+    ("queued.min.messages", "20000"),
+    // librdkafka waits this long before fetching again once the queue was full (default 1 s: a
+    // stall per refill with a small queue).
+    ("fetch.queue.backoff.ms", "10"),
+];
 
 impl KafkaSource {
     /// Connects to the source cluster and assigns every selected partition from its saved position
     /// (earliest when none). Errors: a backend error when the source cluster cannot be listed.
     pub async fn start(flow: Arc<Flow>, store: PositionStore, saved: Positions) -> ConnectResult<Self> {
-        let consumer: BaseConsumer = client_config(
-            &flow.source,
-            &[
-                ("group.id", &format!("strait-{}", flow.name)),
-                ("enable.auto.commit", "false"),
-                ("enable.auto.offset.store", "false"),
-                ("auto.offset.reset", "earliest"),
-                ("isolation.level", "read_committed"),
-                ("enable.partition.eof", "false"),
-                ("fetch.wait.max.ms", "100"),
-                // Bounded prefetch: librdkafka counts these bytes compressed, so a highly
-                // compressed source can inflate them many times once decoded.
-                ("queued.max.messages.kbytes", "8192"),
-                ("queued.min.messages", "20000"),
-                // librdkafka waits this long before fetching again once the queue was full
-                // (default 1 s: a stall per refill with a small queue).
-                ("fetch.queue.backoff.ms", "10"),
-            ],
-        )
-        .create()
-        .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
+        let consumer: BaseConsumer = client_config(&flow.source, CONSUMER_SETTINGS)
+            .set("group.id", format!("strait-{}", flow.name))
+            .create()
+            .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
         let mut source = Self {
             consumer: Arc::new(consumer),
             names: HashMap::new(),
@@ -80,6 +82,7 @@ impl KafkaSource {
             saved,
             assigned: HashSet::new(),
             next_refresh: Instant::now(),
+            last: HashMap::new(),
         };
         let topics = source.refresh().await?;
         tracing::info!(
@@ -90,6 +93,51 @@ impl KafkaSource {
             "flow started"
         );
         Ok(source)
+    }
+
+    /// Among `partitions` about to be assigned from a saved position, those whose record at
+    /// `next_offset - 1` now has another timestamp than the one saved: the topic was deleted and
+    /// recreated while Strait was stopped, and resuming at the saved offset would skip records.
+    /// A record that cannot be read back (compacted, expired, a shorter topic) proves nothing and
+    /// the position is kept (librdkafka resets out-of-range positions to the beginning).
+    async fn recreated(&self, partitions: &[(String, i32)]) -> HashSet<(String, i32)> {
+        let checks: Vec<(String, i32, i64, i64)> = partitions
+            .iter()
+            .filter_map(|(t, p)| {
+                let saved = self.saved.get(&(t.clone(), *p))?;
+                Some((t.clone(), *p, saved.next_offset - 1, saved.last_timestamp?)).filter(|c| c.2 >= 0)
+            })
+            .collect();
+        if checks.is_empty() {
+            return HashSet::new();
+        }
+        let reader = client_config(&self.flow.source, CONSUMER_SETTINGS).set("group.id", "strait-position-check").create::<BaseConsumer>();
+        let Ok(reader) = reader else { return HashSet::new() };
+        blocking(move || {
+            let mut tpl = TopicPartitionList::new();
+            for (t, p, o, _) in &checks {
+                if tpl.add_partition_offset(t, *p, Offset::Offset(*o)).is_err() {
+                    return HashSet::new();
+                }
+            }
+            if reader.assign(&tpl).is_err() {
+                return HashSet::new();
+            }
+            let mut pending: HashMap<(String, i32), (i64, i64)> = checks.into_iter().map(|(t, p, o, ts)| ((t, p), (o, ts))).collect();
+            let mut changed = HashSet::new();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !pending.is_empty() && Instant::now() < deadline {
+                let Some(Ok(m)) = reader.poll(Duration::from_millis(200)) else { continue };
+                let key = (m.topic().to_string(), m.partition());
+                if let Some((offset, ts)) = pending.remove(&key) {
+                    if m.offset() == offset && m.timestamp().to_millis() != Some(ts) {
+                        changed.insert(key);
+                    }
+                }
+            }
+            changed
+        })
+        .await
     }
 
     /// Lists the source's topics and assigns partitions not yet assigned. Returns the selected
@@ -109,24 +157,28 @@ impl KafkaSource {
         .await
         .map_err(|e| ConnectError::backend(format!("list topics of source {}", self.flow.source.alias), e))?;
         let mut selected = BTreeSet::new();
-        let mut new = TopicPartitionList::new();
+        let mut fresh = Vec::new();
         for (topic, partitions) in md {
             if !self.flow.replicates(&topic) {
                 continue;
             }
-            for p in 0..partitions as i32 {
-                if self.assigned.contains(&(topic.clone(), p)) {
-                    continue;
-                }
-                let offset = match self.saved.get(&(topic.clone(), p)) {
-                    Some(o) => Offset::Offset(*o),
-                    None => Offset::Beginning,
-                };
-                new.add_partition_offset(&topic, p, offset)
-                    .map_err(|e| ConnectError::offset(format!("assign {topic} partition {p}"), e))?;
-                self.assigned.insert((topic.clone(), p));
-            }
+            fresh.extend((0..partitions as i32).filter(|p| !self.assigned.contains(&(topic.clone(), *p))).map(|p| (topic.clone(), p)));
             selected.insert(topic);
+        }
+        let recreated = self.recreated(&fresh).await;
+        let mut new = TopicPartitionList::new();
+        for (topic, p) in fresh {
+            let offset = match self.saved.get(&(topic.clone(), p)) {
+                Some(_) if recreated.contains(&(topic.clone(), p)) => {
+                    tracing::warn!(flow = %self.flow.name, topic, partition = p, "the record at the saved position changed: the topic was recreated; replicating it from the beginning");
+                    Offset::Beginning
+                }
+                Some(saved) => Offset::Offset(saved.next_offset),
+                None => Offset::Beginning,
+            };
+            new.add_partition_offset(&topic, p, offset)
+                .map_err(|e| ConnectError::offset(format!("assign {topic} partition {p}"), e))?;
+            self.assigned.insert((topic, p));
         }
         if new.count() > 0 {
             tracing::info!(flow = %self.flow.name, partitions = new.count(), "assigning new source partitions");
@@ -207,11 +259,25 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         })
         .await;
         self.names = names;
+        for (i, r) in out.iter().enumerate() {
+            // Records of a partition come in runs: remember the last of each run.
+            let so = &r.source_offset;
+            if out.get(i + 1).is_none_or(|n| n.source_offset.partition != so.partition || n.source_offset.topic != so.topic) {
+                self.last.insert((so.topic.clone(), so.partition), (so.offset, r.timestamp_ms));
+            }
+        }
         Ok(out)
     }
 
     async fn checkpoint(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
-        self.store.save(positions).await
+        let with_timestamps: Vec<(SourceOffset, Option<i64>)> = positions
+            .iter()
+            .map(|p| {
+                let ts = self.last.get(&(p.topic.clone(), p.partition)).filter(|(o, _)| *o == p.offset).and_then(|(_, ts)| *ts);
+                (p.clone(), ts)
+            })
+            .collect();
+        self.store.save(&with_timestamps).await
     }
 
     async fn seek(&mut self, position: &SourceOffset) -> ConnectResult<()> {
