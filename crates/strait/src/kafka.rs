@@ -1,6 +1,6 @@
-//! Shared Kafka client plumbing: client configs per cluster, and retrying with backoff.
+//! Shared Kafka client plumbing: client configs per cluster, blocking calls off the async
+//! workers, small control-record produces, and reading state topics to their end.
 
-use std::future::Future;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
@@ -22,33 +22,6 @@ pub fn client_config(cluster: &ClusterConfig, base: &[(&str, &str)]) -> ClientCo
         cfg.set(k, v);
     }
     cfg
-}
-
-/// First and longest wait between attempts of [`retry`].
-const BACKOFF_MIN: Duration = Duration::from_millis(250);
-const BACKOFF_MAX: Duration = Duration::from_secs(10);
-
-/// Runs `op` until it succeeds, doubling the wait between attempts (250 ms up to 10 s) and
-/// logging each failure as a warning with `what`. For calls that must eventually succeed, such as
-/// reaching a cluster at start-up; it never gives up, so the caller bounds it with shutdown.
-pub async fn retry<T, F, Fut>(what: &str, mut op: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, KafkaError>>,
-{
-    let mut wait = BACKOFF_MIN;
-    let mut attempt = 1u32;
-    loop {
-        match op().await {
-            Ok(v) => return v,
-            Err(e) => {
-                tracing::warn!(attempt, retry_in_ms = wait.as_millis() as u64, error = %e, "{what} failed; retrying");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(BACKOFF_MAX);
-                attempt += 1;
-            }
-        }
-    }
 }
 
 /// Runs blocking librdkafka calls (metadata, watermarks) off the async workers.

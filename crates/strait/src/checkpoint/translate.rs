@@ -82,7 +82,7 @@ impl Translator {
         let mut out: Vec<Translation> = committed
             .into_iter()
             .map(|((topic, partition), (upstream, metadata))| Translation {
-                target_topic: self.flow.policy.remote_topic(&self.flow.source.alias, &topic),
+                target_topic: self.flow.policy.rename_for_checkpoint(&topic, &self.flow.source.alias, &self.flow.target.alias),
                 downstream: self.store.translate(&topic, partition, UpstreamOffset(upstream)).map(|d| d.0),
                 source_topic: topic,
                 partition,
