@@ -5,8 +5,9 @@
 //! uncompressed; (b) the same with lz4 on the source; (c) steady state at a fixed rate, measuring
 //! end-to-end latency; (d) Strait's RSS with 12 vs 240 partitions. Each catch-up run checks that
 //! the target holds every record, per partition. Writes `bench/results/latest.md` and
-//! `latest.png`, and prints a last line `RATIO strait/mm2 ...`. `--only strait,raw-pipe` runs a
-//! subset of contenders (for profiling; the report then lacks the missing ratios).
+//! `latest.png`, and prints a last line `RATIO strait/mm2 ...`. Each catch-up is run `--repeat N`
+//! times (default 3; 1 with `--quick`), contenders interleaved, and the median run is reported.
+//! `--only strait,raw-pipe` runs a subset of contenders (the report then lacks missing ratios).
 
 mod contenders;
 mod load;
@@ -94,8 +95,9 @@ impl Bench {
             cpu_seconds: cpu,
             peak_rss_mb: rss,
             complete,
+            all_records_per_s: Vec::new(),
         };
-        eprintln!("{result:?} (target had {got})");
+        eprintln!("{} {}: {:.0} records/s, {:.1} CPU s, {:.0} MB peak RSS, complete {} (target had {got})", result.contender, result.workload, result.records_per_s(), cpu, rss, complete);
         result
     }
 
@@ -144,6 +146,12 @@ fn main() {
         .find(|w| w[0] == "--only")
         .map(|w| w[1].split(',').map(str::to_string).collect())
         .unwrap_or_default();
+    let repeat: usize = args
+        .windows(2)
+        .find(|w| w[0] == "--repeat")
+        .and_then(|w| w[1].parse().ok())
+        .unwrap_or(if quick { 1 } else { 3 })
+        .max(1);
     let contenders: Vec<Contender> = Contender::ALL.into_iter().filter(|c| only.is_empty() || only.iter().any(|o| o == c.name())).collect();
     let root = strait_testkit::repo_root();
     let work = root.join(".cache/bench");
@@ -177,8 +185,14 @@ fn main() {
         topics_of.insert(name, topics);
     }
     for (name, _) in workloads {
+        let mut runs: BTreeMap<&str, Vec<CatchUp>> = BTreeMap::new();
+        for _ in 0..repeat {
+            for &c in &contenders {
+                runs.entry(c.name()).or_default().push(bench.catch_up(c, name, &topics_of[name], 6));
+            }
+        }
         for &c in &contenders {
-            results.catch_up.push(bench.catch_up(c, name, &topics_of[name], 6));
+            results.catch_up.push(report::median(runs.remove(c.name()).unwrap_or_default()));
         }
     }
     let (rate, duration) = if quick { (5_000, Duration::from_secs(10)) } else { (20_000, Duration::from_secs(60)) };
@@ -191,7 +205,8 @@ fn main() {
         load::create_topic(&bench.source, t, 120, &[]);
     }
     load::preload(&bench.source, &wide, 120, records, "none");
-    results.scale.push(bench.catch_up(Contender::Strait, "catch-up-240-partitions", &wide, 120));
+    let scale = bench.catch_up(Contender::Strait, "catch-up-240-partitions", &wide, 120);
+    results.scale.push(report::median(vec![scale]));
 
     drop(clusters);
     let out = root.join("bench/results");

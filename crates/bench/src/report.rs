@@ -17,8 +17,10 @@ pub struct CatchUp {
     pub seconds: f64,
     pub cpu_seconds: f64,
     pub peak_rss_mb: f64,
-    /// Every partition on the target holds exactly its source's count.
+    /// Every partition on the target holds exactly its source's count (in every run).
     pub complete: bool,
+    /// records/s of every run of this contender and workload, sorted (the row is the median).
+    pub all_records_per_s: Vec<f64>,
 }
 
 impl CatchUp {
@@ -31,6 +33,17 @@ impl CatchUp {
     pub fn cpu_per_gb(&self) -> f64 {
         self.cpu_seconds / (self.records as f64 * RECORD_BYTES as f64 / 1e9)
     }
+}
+
+/// The run with the median throughput, carrying every run's throughput and completeness.
+pub fn median(mut runs: Vec<CatchUp>) -> CatchUp {
+    runs.sort_by(|a, b| a.records_per_s().total_cmp(&b.records_per_s()));
+    let all: Vec<f64> = runs.iter().map(CatchUp::records_per_s).collect();
+    let complete = runs.iter().all(|r| r.complete);
+    let mut mid = runs.swap_remove(runs.len() / 2);
+    mid.all_records_per_s = all;
+    mid.complete = complete;
+    mid
 }
 
 /// One steady-state run.
@@ -70,18 +83,20 @@ pub fn write(r: &Results, dir: &Path) -> String {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         r.records
     );
-    let _ = writeln!(md, "## Catch-up\n\n| contender | workload | records/s | MB/s | CPU s/GB | peak RSS MB | all records on target |\n|---|---|---:|---:|---:|---:|---|");
+    let _ = writeln!(md, "## Catch-up (median run; every run's records/s in the last column)\n\n| contender | workload | records/s | MB/s | CPU s/GB | peak RSS MB | all records on target | runs, records/s |\n|---|---|---:|---:|---:|---:|---|---|");
     for c in r.catch_up.iter().chain(&r.scale) {
+        let runs: Vec<String> = c.all_records_per_s.iter().map(|v| format!("{v:.0}")).collect();
         let _ = writeln!(
             md,
-            "| {} | {} | {:.0} | {:.1} | {:.1} | {:.0} | {} |",
+            "| {} | {} | {:.0} | {:.1} | {:.1} | {:.0} | {} | {} |",
             c.contender,
             c.workload,
             c.records_per_s(),
             c.mb_per_s(),
             c.cpu_per_gb(),
             c.peak_rss_mb,
-            if c.complete { "yes" } else { "**NO**" }
+            if c.complete { "yes" } else { "**NO**" },
+            runs.join(", ")
         );
     }
     let _ = writeln!(md, "\n## Steady state (end-to-end latency: target append time minus send time)\n\n| contender | rate rec/s | records | p50 ms | p99 ms | max ms | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|");
