@@ -117,6 +117,9 @@ pub fn write(r: &Results, dir: &Path) -> String {
         div(strait.map(CatchUp::records_per_s), raw.map(CatchUp::records_per_s)),
     );
     let _ = writeln!(md, "\n## Ratios (strait against MM2 tuned, uncompressed catch-up)\n\n`{ratio}`\n");
+    if let Ok(findings) = std::fs::read_to_string(strait_testkit::repo_root().join("bench/FINDINGS.md")) {
+        md.push_str(&findings);
+    }
     let _ = std::fs::write(dir.join("latest.md"), &md);
 
     // The chart: throughput and peak RSS per contender (uncompressed catch-up).
