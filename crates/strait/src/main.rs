@@ -114,7 +114,8 @@ async fn translate(config: Config, flow: &str, group: &str, output: Output) -> E
         let mut translator = strait::checkpoint::translate::Translator::new(flow.clone())?;
         translator.catch_up().await?;
         let mut source = strait::checkpoint::groups::GroupClient::new(&flow.source)?;
-        translator.translate_group(&mut source, group).await
+        let partitions = translator.replicated_partitions(&source).await?;
+        translator.translate_group(&mut source, group, &partitions).await
     }
     .await;
     let rows = match result {

@@ -124,9 +124,10 @@ impl CheckpointTask {
 
     async fn emit_checkpoints(&mut self) -> Result<(), KafkaError> {
         self.translator.catch_up().await?;
+        let partitions = self.translator.replicated_partitions(&self.source_groups).await?;
         let mut records = Vec::new();
         for group in self.groups.clone() {
-            let translations = self.translator.translate_group(&mut self.source_groups, &group).await?;
+            let translations = self.translator.translate_group(&mut self.source_groups, &group, &partitions).await?;
             for t in &translations {
                 let Some(down) = t.downstream else { continue };
                 let (up, down) = (UpstreamOffset(t.upstream), DownstreamOffset(down));

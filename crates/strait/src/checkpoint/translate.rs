@@ -75,10 +75,20 @@ impl Translator {
         Ok(())
     }
 
-    /// Translates `group`'s committed offsets on the replicated source partitions.
-    pub async fn translate_group(&self, source: &mut GroupClient, group: &str) -> Result<Vec<Translation>, KafkaError> {
-        let partitions = source.partitions(|t| self.flow.replicates(t)).await?;
-        let committed = source.committed(group, &partitions).await?;
+    /// The source partitions this flow replicates (one metadata request).
+    pub async fn replicated_partitions(&self, source: &GroupClient) -> Result<Vec<(String, i32)>, KafkaError> {
+        source.partitions(|t| self.flow.replicates(t)).await
+    }
+
+    /// Translates `group`'s committed offsets on `partitions` (from
+    /// [`Translator::replicated_partitions`]).
+    pub async fn translate_group(
+        &self,
+        source: &mut GroupClient,
+        group: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Translation>, KafkaError> {
+        let committed = source.committed(group, partitions).await?;
         let mut out: Vec<Translation> = committed
             .into_iter()
             .map(|((topic, partition), (upstream, metadata))| Translation {
