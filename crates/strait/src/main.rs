@@ -70,13 +70,14 @@ fn main() -> ExitCode {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("strait: invalid config: {e}");
+            print_err!("strait: invalid config: {e}");
             return ExitCode::from(2);
         }
     };
     match cli.command {
         Command::Validate { .. } => {
-            print_out(&format!("{}: valid ({} flows)\n", path.display(), config.flows.len()));
+            let n = config.flows.len();
+            print_out(&format!("{}: valid ({n} flow{})\n", path.display(), if n == 1 { "" } else { "s" }));
             ExitCode::SUCCESS
         }
         command => match tokio::runtime::Runtime::new() {
@@ -90,7 +91,7 @@ fn main() -> ExitCode {
                 code
             }
             Err(e) => {
-                eprintln!("strait: cannot start the async runtime: {e}");
+                print_err!("strait: cannot start the async runtime: {e}");
                 ExitCode::FAILURE
             }
         },
@@ -101,12 +102,12 @@ async fn translate(config: Config, flow: &str, group: &str, output: Output) -> E
     let flows = match config.flows() {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("strait: invalid config: {e}");
+            print_err!("strait: invalid config: {e}");
             return ExitCode::from(2);
         }
     };
     let Some(flow) = flows.into_iter().find(|f| f.name == flow) else {
-        eprintln!("strait: --flow {flow:?} is not a flow of the config (expected SOURCE->TARGET)");
+        print_err!("strait: --flow {flow:?} is not a flow of the config (expected SOURCE->TARGET)");
         return ExitCode::from(2);
     };
     let flow = Arc::new(flow);
@@ -121,7 +122,7 @@ async fn translate(config: Config, flow: &str, group: &str, output: Output) -> E
     let rows = match result {
         Ok(rows) => rows,
         Err(e) => {
-            eprintln!("strait: cannot translate offsets of group {group:?} for flow {}: {e}", flow.name);
+            print_err!("strait: cannot translate offsets of group {group:?} for flow {}: {e}", flow.name);
             return ExitCode::FAILURE;
         }
     };
@@ -129,7 +130,7 @@ async fn translate(config: Config, flow: &str, group: &str, output: Output) -> E
         Output::Json => match serde_json::to_string_pretty(&rows) {
             Ok(json) => print_out(&format!("{json}\n")),
             Err(e) => {
-                eprintln!("strait: {e}");
+                print_err!("strait: {e}");
                 return ExitCode::FAILURE;
             }
         },
@@ -149,7 +150,7 @@ async fn run(config: Config) -> ExitCode {
     let flows = match config.flows() {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("strait: invalid config: {e}");
+            print_err!("strait: invalid config: {e}");
             return ExitCode::from(2);
         }
     };
@@ -192,6 +193,15 @@ async fn run(config: Config) -> ExitCode {
         ExitCode::SUCCESS
     }
 }
+
+/// `eprintln!` that ignores a closed stderr (`strait ... 2>&1 | head`) instead of panicking.
+macro_rules! print_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+use print_err;
 
 /// Writes to stdout, ignoring a closed pipe (`strait ... | head`), which `println!` would panic on.
 fn print_out(text: &str) {

@@ -31,6 +31,9 @@ use topics::TopicRouter;
 /// no duplicates across retries; CreateTime timestamps are set per record.
 const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("enable.idempotence", "true"),
+    // A batch that fails for good (say, too large for the target) stops the producer instead of
+    // letting later batches of the partition through: no gap, no reordering on the target.
+    ("enable.gapless.guarantee", "true"),
     ("acks", "all"),
     ("linger.ms", "5"),
     ("batch.size", "1000000"),

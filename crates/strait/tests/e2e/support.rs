@@ -73,6 +73,7 @@ pub fn producer(bootstrap: &str) -> FutureProducer {
         .set("bootstrap.servers", bootstrap)
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
+        .set("message.max.bytes", "10000000")
         .create()
         .expect("producer")
 }
