@@ -128,7 +128,8 @@ impl CheckpointTask {
         let mut records = Vec::new();
         for group in self.groups.clone() {
             let translations = self.translator.translate_group(&mut self.source_groups, &group, &partitions).await?;
-            for t in &translations {
+            // With `emit_checkpoints = false` the translations still feed group offset sync.
+            for t in translations.iter().filter(|_| self.flow.settings.emit_checkpoints) {
                 let Some(down) = t.downstream else { continue };
                 let (up, down) = (UpstreamOffset(t.upstream), DownstreamOffset(down));
                 let key = (group.clone(), t.target_topic.clone(), t.partition);
