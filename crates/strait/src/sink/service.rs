@@ -112,7 +112,8 @@ impl<M> ProduceService<M> {
             let Some((seq, outcome)) = self.acks.recv().await else {
                 return Err(self.fail_front(KafkaError::Canceled));
             };
-            let index = seq - self.first_seq;
+            // An ack of a record already given up on (after a failure) is ignored.
+            let Some(index) = seq.checked_sub(self.first_seq).filter(|i| *i < self.in_flight.len()) else { continue };
             match outcome {
                 Ok(offset) => self.in_flight[index].downstream = Some(offset),
                 Err(e) => {

@@ -28,6 +28,7 @@ async fn unproducible_record_stops_the_flow_naming_topic_partition_offset() {
         let status = strait.stop();
         let logs = std::fs::read_to_string(&log).unwrap();
         assert!(!status.success(), "a flow that cannot produce exits non-zero");
+        assert!(!logs.contains("panicked"), "a failed flow closes cleanly: {logs}");
         assert!(
             logs.contains(&format!("topic {topic} partition 0 offset 5")),
             "error names topic, partition and offset: {logs}"
