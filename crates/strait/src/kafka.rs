@@ -57,45 +57,57 @@ pub async fn acked(ack: DeliveryFuture) -> Result<i64, KafkaError> {
     }
 }
 
-/// A record's key and value bytes, as read by [`read_to_end`].
-pub type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+/// A keyed record of a state topic: its offset, key and value bytes.
+pub type RawRecord = (i64, Vec<u8>, Vec<u8>);
 
-/// Every record of partition `partition` of `topic`, from its beginning to the high watermark
-/// seen at the start. A missing or empty partition gives nothing. For Strait's small compacted
-/// state topics (positions, checkpoints, offset syncs). Errors: the first client error, or no
-/// progress for 30 s.
-pub async fn read_to_end(cluster: &ClusterConfig, topic: &str, partition: i32) -> Result<Vec<KeyValue>, KafkaError> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::{Message, Offset, TopicPartitionList};
+/// Every record of partition 0 of `topic` (Strait's state topics have one partition) with a key
+/// and a value, from its beginning to the high watermark seen at the start. A missing or empty
+/// topic gives nothing. For the small compacted state topics (positions, checkpoints).
+/// Errors: the first client error, or no progress for 30 s.
+pub async fn read_to_end(cluster: &ClusterConfig, topic: &str) -> Result<Vec<RawRecord>, KafkaError> {
+    use rdkafka::consumer::BaseConsumer;
     let consumer: BaseConsumer =
         client_config(cluster, &[("group.id", "strait-state-reader"), ("enable.auto.commit", "false")]).create()?;
     let topic = topic.to_string();
-    blocking(move || {
-        let mut out = Vec::new();
-        let md = consumer.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
-        let exists = md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty());
-        if !exists {
-            return Ok(out);
+    Ok(blocking(move || read_new_records(&consumer, &topic, None)).await?.0)
+}
+
+/// Records with a key and a value of partition 0 of `topic`, from `next` (or, when `None`,
+/// assigning `consumer` at the beginning) to the current high watermark, and the next offset to
+/// read. Blocking: call from a blocking thread. A topic that does not exist yet reads nothing.
+pub fn read_new_records(
+    consumer: &rdkafka::consumer::BaseConsumer,
+    topic: &str,
+    next: Option<i64>,
+) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    if !md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()) {
+        return Ok((Vec::new(), next));
+    }
+    let (low, high) = consumer.fetch_watermarks(topic, 0, Duration::from_secs(10))?;
+    let mut position = match next {
+        Some(n) => n,
+        None => {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
+            consumer.assign(&tpl)?;
+            low
         }
-        let (low, high) = consumer.fetch_watermarks(&topic, partition, Duration::from_secs(10))?;
-        if high <= low {
-            return Ok(out);
-        }
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&topic, partition, Offset::Beginning)?;
-        consumer.assign(&tpl)?;
-        loop {
-            match consumer.poll(Duration::from_secs(30)) {
-                Some(Ok(m)) => {
-                    out.push((m.key().map(<[u8]>::to_vec), m.payload().map(<[u8]>::to_vec)));
-                    if m.offset() + 1 >= high {
-                        return Ok(out);
-                    }
+    };
+    let mut out = Vec::new();
+    while position < high {
+        match consumer.poll(Duration::from_secs(30)) {
+            Some(Ok(m)) => {
+                position = m.offset() + 1;
+                if let (Some(k), Some(v)) = (m.key(), m.payload()) {
+                    out.push((m.offset(), k.to_vec(), v.to_vec()));
                 }
-                Some(Err(e)) => return Err(e),
-                None => return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut)),
             }
+            Some(Err(e)) => return Err(e),
+            None => return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut)),
         }
-    })
-    .await
+    }
+    Ok((out, Some(position)))
 }

@@ -62,13 +62,13 @@ impl PositionStore {
         let producer: FutureProducer = client_config(target, &[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "0")])
             .create()
             .map_err(|e| ConnectError::backend("positions producer", e))?;
-        let records = read_to_end(target, POSITIONS_TOPIC, 0)
+        let records = read_to_end(target, POSITIONS_TOPIC)
             .await
             .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", target.alias), e))?;
         let mut positions = Positions::new();
-        for (key, value) in records {
-            let key = key.and_then(|k| serde_json::from_slice::<Key>(&k).ok());
-            let value = value.and_then(|v| serde_json::from_slice::<Value>(&v).ok());
+        for (_, key, value) in records {
+            let key = serde_json::from_slice::<Key>(&key).ok();
+            let value = serde_json::from_slice::<Value>(&value).ok();
             if let (Some(k), Some(v)) = (key, value) {
                 if k.flow == flow {
                     positions.insert((k.topic, k.partition), Saved { next_offset: v.next_offset, last_timestamp: v.last_timestamp });

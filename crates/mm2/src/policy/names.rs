@@ -39,14 +39,14 @@ pub const CONFIG_PROPERTIES_EXCLUDE: &[&str] = &[
 /// default), the source alias when it lives on the target (`target`, Strait's default).
 /// For a custom separator use [`ReplicationPolicy::offset_syncs_topic`](super::ReplicationPolicy::offset_syncs_topic).
 pub fn offset_syncs_topic(other_alias: &str) -> String {
-    format!("mm2-offset-syncs.{other_alias}.internal")
+    super::ReplicationPolicy::default().offset_syncs_topic(other_alias)
 }
 
 /// Name of the checkpoints topic on the target cluster for the default separator:
 /// `<source_alias>.checkpoints.internal`.
 /// For a custom separator use [`ReplicationPolicy::checkpoints_topic`](super::ReplicationPolicy::checkpoints_topic).
 pub fn checkpoints_topic(source_alias: &str) -> String {
-    format!("{source_alias}.checkpoints.internal")
+    super::ReplicationPolicy::default().checkpoints_topic(source_alias)
 }
 
 /// Whether a topic is internal and must never be replicated, whatever the filters say

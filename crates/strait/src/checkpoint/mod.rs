@@ -52,8 +52,7 @@ impl CheckpointTask {
             .create_topic(&topic, 1, flow.settings.replication_factor, &[("cleanup.policy".into(), "compact".into())])
             .await?;
         let mut emitted = Emitted::new();
-        for (key, value) in read_to_end(&flow.target, &topic, 0).await? {
-            let (Some(k), Some(v)) = (key, value) else { continue };
+        for (_, k, v) in read_to_end(&flow.target, &topic).await? {
             match Checkpoint::decode(&k, &v) {
                 Ok(c) => {
                     emitted.insert((c.group, c.topic, c.partition), (c.upstream, c.downstream));

@@ -3,17 +3,15 @@
 //! Shared by the checkpoint task and `strait translate-offsets`, so both give the same numbers.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::{Message, Offset, TopicPartitionList};
+use rdkafka::consumer::BaseConsumer;
+use rdkafka::error::KafkaError;
 use serde::Serialize;
 use strait_mm2::{OffsetSync, OffsetSyncStore, UpstreamOffset};
 
 use super::groups::GroupClient;
 use crate::config::Flow;
-use crate::kafka::{blocking, client_config};
+use crate::kafka::{blocking, client_config, read_new_records};
 
 /// One translated partition of a group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -61,7 +59,7 @@ impl Translator {
         let consumer = self.consumer.clone();
         let topic = self.topic.clone();
         let next = self.next;
-        let (records, next) = blocking(move || read_new(&consumer, &topic, next)).await?;
+        let (records, next) = blocking(move || read_new_records(&consumer, &topic, next)).await?;
         self.next = next;
         for (offset, key, value) in records {
             match OffsetSync::decode(&key, &value) {
@@ -103,38 +101,4 @@ impl Translator {
         out.sort_by(|a, b| (&a.source_topic, a.partition).cmp(&(&b.source_topic, b.partition)));
         Ok(out)
     }
-}
-
-type RawRecord = (i64, Vec<u8>, Vec<u8>);
-
-/// Records of partition 0 of `topic` from `next` (or the beginning) to the current end.
-fn read_new(consumer: &BaseConsumer, topic: &str, next: Option<i64>) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
-    if !md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()) {
-        return Ok((Vec::new(), next));
-    }
-    let (low, high) = consumer.fetch_watermarks(topic, 0, Duration::from_secs(10))?;
-    let mut position = match next {
-        Some(n) => n,
-        None => {
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
-            consumer.assign(&tpl)?;
-            low
-        }
-    };
-    let mut out = Vec::new();
-    while position < high {
-        match consumer.poll(Duration::from_secs(30)) {
-            Some(Ok(m)) => {
-                position = m.offset() + 1;
-                if let (Some(k), Some(v)) = (m.key(), m.payload()) {
-                    out.push((m.offset(), k.to_vec(), v.to_vec()));
-                }
-            }
-            Some(Err(e)) => return Err(e),
-            None => return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut)),
-        }
-    }
-    Ok((out, Some(position)))
 }
