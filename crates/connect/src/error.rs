@@ -20,9 +20,14 @@ pub enum ConnectError {
     /// A transaction could not begin, commit or abort.
     #[error("transaction error: {context}: {cause}")]
     Transaction { context: String, cause: Cause },
-    /// The external system (e.g. a Kafka cluster) refused or failed a request.
+    /// The external system (e.g. a Kafka cluster) refused or failed a request, for good.
     #[error("backend error: {context}: {cause}")]
     Backend { context: String, cause: Cause },
+    /// A transient failure (broker unreachable, leader moved, request timed out): the runtime
+    /// aborts a transactional sink's batch, rewinds the source and tries again after a backoff.
+    /// Kafka Connect's `RetriableException`.
+    #[error("retriable error: {context}: {cause}")]
+    Retriable { context: String, cause: Cause },
 }
 
 impl ConnectError {
@@ -45,6 +50,14 @@ impl ConnectError {
     /// A [`ConnectError::Backend`] with `context` and `cause`.
     pub fn backend(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
         Self::Backend { context: context.into(), cause: cause.into() }
+    }
+    /// A [`ConnectError::Retriable`] with `context` and `cause`.
+    pub fn retriable(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Retriable { context: context.into(), cause: cause.into() }
+    }
+    /// Whether trying the batch again may succeed ([`ConnectError::Retriable`]).
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, Self::Retriable { .. })
     }
 }
 

@@ -1,8 +1,9 @@
 //! Strait's connector SPI: a small take on Kafka Connect's task model.
 //!
 //! A [`Source`] yields [`ConnectRecord`]s tagged with their [`SourceOffset`]; a [`Sink`] writes
-//! them; the [`ConnectorRuntime`] drives poll → put → commit → save checkpoint → acknowledge, so
-//! that a saved checkpoint never covers a record the sink has not made durable.
+//! them and, in the same commit, the source positions they reach; the [`ConnectorRuntime`] drives
+//! poll → put → commit → acknowledge, so that a saved position never covers a record the sink has
+//! not made durable, and (with a transactional sink) aborts, rewinds and retries a failed batch.
 
 mod error;
 mod record;

@@ -1,8 +1,12 @@
-//! The loop that moves records from a [`Source`] to a [`Sink`]: poll → put → commit → save
-//! checkpoint → acknowledge, in batches bounded by records, bytes and time.
+//! The loop that moves records from a [`Source`] to a [`Sink`]: poll → put → commit (records and
+//! positions) → acknowledge, in batches bounded by records, bytes and time.
 //!
 //! Memory stays bounded whatever the source rate: the runtime never polls more than the room left
 //! in the current batch, and a full batch is committed before the next poll.
+//!
+//! With a transactional sink each batch is one transaction (`begin` at its first record), and a
+//! [`ConnectError::Retriable`] failure aborts it, rewinds the source to the last committed
+//! positions and tries again after a backoff: nothing is skipped and nothing is committed twice.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -13,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::{ConnectError, ConnectResult, Sink, Source, SourceOffset};
 
-/// Batch bounds of a [`ConnectorRuntime`].
+/// Batch bounds and retry backoff of a [`ConnectorRuntime`].
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     /// A batch is committed once it holds this many records. Default 50,000.
@@ -27,6 +31,10 @@ pub struct RuntimeConfig {
     /// Most bytes taken from the source per poll (the batch is filled by several polls), so the
     /// records held between poll and put stay few whatever the batch size. Default 2 MiB.
     pub max_poll_bytes: usize,
+    /// First wait before retrying an aborted batch; doubled per consecutive failure. Default 500 ms.
+    pub retry_backoff: Duration,
+    /// Longest wait between retries. Default 15 s.
+    pub max_retry_backoff: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -37,6 +45,8 @@ impl Default for RuntimeConfig {
             max_batch_wait: Duration::from_secs(1),
             poll_timeout: Duration::from_millis(100),
             max_poll_bytes: 2 << 20,
+            retry_backoff: Duration::from_millis(500),
+            max_retry_backoff: Duration::from_secs(15),
         }
     }
 }
@@ -50,7 +60,7 @@ pub enum RuntimeState {
     Paused,
     /// Shut down after a final drain.
     Stopped,
-    /// Stopped on an error; nothing after the last saved checkpoint was acknowledged.
+    /// Stopped on an error; nothing after the last committed positions was acknowledged.
     Failed(Arc<ConnectError>),
 }
 
@@ -77,7 +87,7 @@ impl RuntimeHandle {
     pub fn resume(&self) {
         self.command.send_replace(Command::Run);
     }
-    /// Asks for a final drain (commit, save checkpoint, acknowledge) and a clean stop.
+    /// Asks for a final drain (commit, acknowledge) and a clean stop.
     pub fn shutdown(&self) {
         self.command.send_replace(Command::Shutdown);
     }
@@ -116,11 +126,7 @@ impl Batch {
     fn positions(&self) -> Vec<SourceOffset> {
         self.positions
             .iter()
-            .map(|((topic, partition), offset)| SourceOffset {
-                topic: topic.clone(),
-                partition: *partition,
-                offset: *offset,
-            })
+            .map(|((topic, partition), offset)| SourceOffset { topic: topic.clone(), partition: *partition, offset: *offset })
             .collect()
     }
 }
@@ -140,7 +146,7 @@ where
         (Self { source, sink, config, command, state, _records: PhantomData }, handle)
     }
 
-    /// Runs until shutdown (→ [`RuntimeState::Stopped`]) or an error
+    /// Runs until shutdown (→ [`RuntimeState::Stopped`]) or an error that cannot be retried
     /// (→ [`RuntimeState::Failed`]); returns the final state. Source and sink are closed either way.
     pub async fn run(mut self) -> RuntimeState {
         let outcome = self.drive().await;
@@ -162,14 +168,38 @@ where
         final_state
     }
 
+    /// Runs batches; a retriable failure of a transactional sink aborts the batch, rewinds the
+    /// source and retries after a doubling backoff (reset by the next committed batch).
     async fn drive(&mut self) -> ConnectResult<()> {
-        let mut batch = Batch::default();
+        let mut backoff = self.config.retry_backoff;
+        loop {
+            let mut batch = Batch::default();
+            let failure = match self.batches(&mut batch, &mut backoff).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_retriable() && self.sink.supports_transactions() => e,
+                Err(e) => return Err(e),
+            };
+            tracing::warn!(error = %failure, retry_in_ms = backoff.as_millis() as u64, "batch aborted; rewinding the source and retrying");
+            self.sink.abort().await?;
+            self.source.rewind().await?;
+            let mut command = self.command.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                // A shutdown during the backoff stops at once: the aborted batch is read again at start.
+                _ = command.wait_for(|c| *c == Command::Shutdown) => return Ok(()),
+            }
+            backoff = (backoff * 2).min(self.config.max_retry_backoff);
+        }
+    }
+
+    /// Polls, puts and commits batches until shutdown or an error.
+    async fn batches(&mut self, batch: &mut Batch, backoff: &mut Duration) -> ConnectResult<()> {
         loop {
             let command = *self.command.borrow_and_update();
             match command {
-                Command::Shutdown => return self.commit(&mut batch).await,
+                Command::Shutdown => return self.commit(batch, backoff).await,
                 Command::Pause => {
-                    self.commit(&mut batch).await?;
+                    self.commit(batch, backoff).await?;
                     self.state.send_replace(RuntimeState::Paused);
                     let _ = self.command.wait_for(|c| *c != Command::Pause).await;
                     self.state.send_replace(RuntimeState::Running);
@@ -210,26 +240,25 @@ where
                 batch.records += records.len();
                 self.sink.put(records).await?;
             }
-            let full = batch.records >= self.config.max_batch_records
-                || batch.bytes >= self.config.max_batch_bytes;
+            let full = batch.records >= self.config.max_batch_records || batch.bytes >= self.config.max_batch_bytes;
             let due = batch.started.is_some_and(|t| t.elapsed() >= self.config.max_batch_wait);
             if full || due {
-                self.commit(&mut batch).await?;
+                self.commit(batch, backoff).await?;
             }
         }
     }
 
-    /// Commit the sink, then save and acknowledge the batch's positions: a saved checkpoint
-    /// never covers a record the sink has not made durable.
-    async fn commit(&mut self, batch: &mut Batch) -> ConnectResult<()> {
+    /// Commits the batch's records and positions through the sink, then acknowledges the positions
+    /// to the source: a saved position never covers a record the sink has not made durable.
+    async fn commit(&mut self, batch: &mut Batch, backoff: &mut Duration) -> ConnectResult<()> {
         if batch.started.is_none() {
             return Ok(());
         }
-        self.sink.commit().await?;
         let positions = batch.positions();
-        self.source.checkpoint(&positions).await?;
+        self.sink.commit(&positions).await?;
         self.source.acknowledge(&positions).await?;
         *batch = Batch::default();
+        *backoff = self.config.retry_backoff;
         Ok(())
     }
 }

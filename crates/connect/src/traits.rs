@@ -6,10 +6,11 @@ use async_trait::async_trait;
 
 use crate::{ConnectError, ConnectRecord, ConnectResult, SourceOffset};
 
-/// Reads records from an external system and remembers how far it got.
+/// Reads records from an external system. It never saves its own positions: the [`Sink`] saves
+/// them with the records ([`Sink::commit`]), and the source is told where to start.
 ///
-/// Positions passed to [`Source::checkpoint`] and [`Source::acknowledge`] are the
-/// [`SourceOffset`] of the last record handled per partition; a restarted source resumes after it.
+/// Positions passed to [`Source::acknowledge`] are the [`SourceOffset`] of the last record handled
+/// per partition; the source resumes after them.
 #[async_trait]
 pub trait Source<K, V>: Send {
     /// Returns up to `max_records` records totalling about `max_bytes` bytes, waiting at most
@@ -21,31 +22,34 @@ pub trait Source<K, V>: Send {
         timeout: Duration,
     ) -> ConnectResult<Vec<ConnectRecord<K, V>>>;
 
-    /// Durably saves `positions` so a restart resumes after them. The runtime calls it only
-    /// once the sink has made every record up to these positions durable.
-    async fn checkpoint(&mut self, positions: &[SourceOffset]) -> ConnectResult<()>;
-
-    /// Makes the next poll of `position`'s partition start at `position.offset`.
-    async fn seek(&mut self, position: &SourceOffset) -> ConnectResult<()>;
-
-    /// Tells the source that records up to `positions` are saved and may be released.
+    /// Tells the source that records up to `positions` are committed: a later
+    /// [`Source::rewind`] never goes back before them, and they may be released.
     async fn acknowledge(&mut self, positions: &[SourceOffset]) -> ConnectResult<()>;
+
+    /// Makes the next poll of every partition start right after its last acknowledged position
+    /// (or where the partition started, if none), so every record polled since is read again.
+    /// The runtime calls it after a transactional sink aborted a batch.
+    async fn rewind(&mut self) -> ConnectResult<()>;
 
     /// Releases the source's resources.
     async fn close(&mut self) -> ConnectResult<()>;
 }
 
-/// Writes records to an external system.
+/// Writes records, and the source positions they reach, to an external system.
 ///
-/// Records handed to [`Sink::put`] may be buffered; they are durable only once [`Sink::flush`]
-/// (or [`Sink::commit`]) returns `Ok`.
+/// Records handed to [`Sink::put`] may be buffered; they are durable only once [`Sink::commit`]
+/// returns `Ok`.
 #[async_trait]
 pub trait Sink<K, V>: Send {
     /// Accepts a batch; may apply backpressure by awaiting while its buffers are full.
     async fn put(&mut self, batch: Vec<ConnectRecord<K, V>>) -> ConnectResult<()>;
 
-    /// Makes every record put so far durable, or fails naming the first that could not be.
-    async fn flush(&mut self) -> ConnectResult<()>;
+    /// Makes every record put since the last commit durable, then durably saves `positions` (the
+    /// last source offset per partition those records reach) so a restart resumes after them.
+    /// A saved position never covers a record that is not durable; with transactions, records and
+    /// positions become visible together or not at all. Errors name the first record that could
+    /// not be written; [`ConnectError::Retriable`] when trying the batch again may succeed.
+    async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()>;
 
     /// Whether [`Sink::begin`] / [`Sink::commit`] / [`Sink::abort`] give exactly-once batches.
     fn supports_transactions(&self) -> bool {
@@ -57,16 +61,12 @@ pub trait Sink<K, V>: Send {
         Ok(())
     }
 
-    /// Commits the current batch; without transactions this is [`Sink::flush`].
-    async fn commit(&mut self) -> ConnectResult<()> {
-        self.flush().await
-    }
-
-    /// Aborts the current transaction. Errors when the sink has no transactions.
+    /// Aborts the current transaction: nothing put since [`Sink::begin`] becomes visible.
+    /// Errors when the sink has no transactions.
     async fn abort(&mut self) -> ConnectResult<()> {
         Err(ConnectError::transaction("abort", "this sink does not support transactions"))
     }
 
-    /// Flushes what is in flight and releases the sink's resources.
+    /// Releases the sink's resources. The runtime commits or aborts the last batch first.
     async fn close(&mut self) -> ConnectResult<()>;
 }

@@ -1,5 +1,6 @@
-//! The runtime's contract, with in-memory connectors: checkpoints never run ahead of durability,
-//! batches stay bounded, failures stop the runtime with the cause, shutdown drains.
+//! The runtime's contract, with in-memory connectors: positions never run ahead of durability,
+//! batches stay bounded, failures stop the runtime with the cause, shutdown drains, and a
+//! transactional sink's retriable failures are aborted, rewound and retried without a duplicate.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -10,18 +11,23 @@ use strait_connect::*;
 
 #[derive(Default)]
 struct Shared {
-    /// Highest offset per partition the sink made durable.
-    durable: BTreeMap<i32, i64>,
-    /// Highest offset per partition the source saved.
+    /// Every record the sink made durable (committed), per partition, in order.
+    durable: BTreeMap<i32, Vec<i64>>,
+    /// Last offset per partition whose position the sink saved.
     saved: BTreeMap<i32, i64>,
-    /// Most records ever held by the sink between flushes.
-    peak_unflushed: usize,
+    /// Most records ever held by the sink between commits.
+    peak_uncommitted: usize,
     violations: Vec<String>,
     closed: usize,
+    aborts: usize,
+    rewinds: usize,
 }
 
+/// Records `0..end` over `partitions` partitions (offset = n / partitions); rewinds to the last
+/// acknowledged position like a Kafka consumer seeking back.
 struct MemSource {
     next: i64,
+    acknowledged: i64,
     end: i64,
     partitions: i32,
     shared: Arc<Mutex<Shared>>,
@@ -48,21 +54,16 @@ impl Source<(), u64> for MemSource {
         self.next += n;
         Ok(out)
     }
-    async fn checkpoint(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
-        let mut s = self.shared.lock().unwrap();
-        for p in positions {
-            let durable = s.durable.get(&p.partition).copied().unwrap_or(-1);
-            if p.offset > durable {
-                s.violations.push(format!("saved {p:?} but durable only to {durable}"));
-            }
-            s.saved.insert(p.partition, p.offset);
+    async fn acknowledge(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
+        // Records are spread round-robin, so the highest acknowledged record is the resume point.
+        if let Some(n) = positions.iter().map(|p| p.offset * self.partitions as i64 + p.partition as i64).max() {
+            self.acknowledged = self.acknowledged.max(n + 1);
         }
         Ok(())
     }
-    async fn seek(&mut self, _position: &SourceOffset) -> ConnectResult<()> {
-        Ok(())
-    }
-    async fn acknowledge(&mut self, _positions: &[SourceOffset]) -> ConnectResult<()> {
+    async fn rewind(&mut self) -> ConnectResult<()> {
+        self.shared.lock().unwrap().rewinds += 1;
+        self.next = self.acknowledged;
         Ok(())
     }
     async fn close(&mut self) -> ConnectResult<()> {
@@ -71,32 +72,75 @@ impl Source<(), u64> for MemSource {
     }
 }
 
+/// How a [`MemSink`] fails.
+#[derive(Clone, Copy)]
+enum Failure {
+    None,
+    /// Every commit after the first `n` fails for good.
+    PermanentAfter(usize),
+    /// Every `n`-th put fails with a retriable error (transactional sinks only).
+    RetriableEvery(usize),
+}
+
 struct MemSink {
-    unflushed: Vec<SourceOffset>,
-    fail_flush_after: Option<usize>,
-    flushes: usize,
+    uncommitted: Vec<SourceOffset>,
+    transactional: bool,
+    in_transaction: bool,
+    failure: Failure,
+    commits: usize,
+    puts: usize,
     shared: Arc<Mutex<Shared>>,
 }
 
 #[async_trait]
 impl Sink<(), u64> for MemSink {
     async fn put(&mut self, batch: Vec<ConnectRecord<(), u64>>) -> ConnectResult<()> {
-        self.unflushed.extend(batch.into_iter().map(|r| r.source_offset));
+        if self.transactional && !self.in_transaction {
+            self.shared.lock().unwrap().violations.push("put outside a transaction".into());
+        }
+        self.puts += 1;
+        self.uncommitted.extend(batch.into_iter().map(|r| r.source_offset));
         let mut s = self.shared.lock().unwrap();
-        s.peak_unflushed = s.peak_unflushed.max(self.unflushed.len());
-        Ok(())
+        s.peak_uncommitted = s.peak_uncommitted.max(self.uncommitted.len());
+        match self.failure {
+            Failure::RetriableEvery(n) if self.puts % n == 0 => Err(ConnectError::retriable("topic t", "leader moved")),
+            _ => Ok(()),
+        }
     }
-    async fn flush(&mut self) -> ConnectResult<()> {
-        self.flushes += 1;
-        if self.fail_flush_after.is_some_and(|n| self.flushes > n) {
+    async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
+        self.commits += 1;
+        if matches!(self.failure, Failure::PermanentAfter(n) if self.commits > n) {
             return Err(ConnectError::backend("topic t partition 0 offset 7", "broker said no"));
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
         let mut s = self.shared.lock().unwrap();
-        for o in self.unflushed.drain(..) {
-            let e = s.durable.entry(o.partition).or_insert(-1);
-            *e = (*e).max(o.offset);
+        for o in self.uncommitted.drain(..) {
+            s.durable.entry(o.partition).or_default().push(o.offset);
         }
+        for p in positions {
+            let durable = s.durable.get(&p.partition).and_then(|v| v.last().copied()).unwrap_or(-1);
+            if p.offset > durable {
+                s.violations.push(format!("saved {p:?} but durable only to {durable}"));
+            }
+            s.saved.insert(p.partition, p.offset);
+        }
+        self.in_transaction = false;
+        Ok(())
+    }
+    fn supports_transactions(&self) -> bool {
+        self.transactional
+    }
+    async fn begin(&mut self) -> ConnectResult<()> {
+        if self.in_transaction {
+            self.shared.lock().unwrap().violations.push("begin inside a transaction".into());
+        }
+        self.in_transaction = self.transactional;
+        Ok(())
+    }
+    async fn abort(&mut self) -> ConnectResult<()> {
+        self.shared.lock().unwrap().aborts += 1;
+        self.uncommitted.clear();
+        self.in_transaction = false;
         Ok(())
     }
     async fn close(&mut self) -> ConnectResult<()> {
@@ -107,42 +151,54 @@ impl Sink<(), u64> for MemSink {
 
 type Setup = (ConnectorRuntime<(), u64, MemSource, MemSink>, RuntimeHandle, Arc<Mutex<Shared>>);
 
-fn setup(end: i64, fail_flush_after: Option<usize>, config: RuntimeConfig) -> Setup {
+fn setup(end: i64, transactional: bool, failure: Failure, config: RuntimeConfig) -> Setup {
     let shared = Arc::new(Mutex::new(Shared::default()));
-    let source = MemSource { next: 0, end, partitions: 3, shared: shared.clone() };
-    let sink = MemSink { unflushed: vec![], fail_flush_after, flushes: 0, shared: shared.clone() };
+    let source = MemSource { next: 0, acknowledged: 0, end, partitions: 3, shared: shared.clone() };
+    let sink = MemSink { uncommitted: vec![], transactional, in_transaction: false, failure, commits: 0, puts: 0, shared: shared.clone() };
     let (rt, handle) = ConnectorRuntime::new(source, sink, config);
     (rt, handle, shared)
 }
 
 fn small_batches() -> RuntimeConfig {
-    RuntimeConfig { max_batch_records: 1_000, max_batch_bytes: 1 << 20, max_batch_wait: Duration::from_millis(50), poll_timeout: Duration::from_millis(10), max_poll_bytes: 1 << 20 }
+    RuntimeConfig {
+        max_batch_records: 1_000,
+        max_batch_bytes: 1 << 20,
+        max_batch_wait: Duration::from_millis(50),
+        poll_timeout: Duration::from_millis(10),
+        max_poll_bytes: 1 << 20,
+        retry_backoff: Duration::from_millis(1),
+        max_retry_backoff: Duration::from_millis(4),
+    }
 }
 
-#[tokio::test]
-async fn checkpoint_never_covers_undurable_records_and_shutdown_drains() {
-    let (rt, mut handle, shared) = setup(30_000, None, small_batches());
+async fn run_until_saved(rt: ConnectorRuntime<(), u64, MemSource, MemSink>, handle: &RuntimeHandle, shared: &Arc<Mutex<Shared>>) -> RuntimeState {
     let task = tokio::spawn(rt.run());
     loop {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        if shared.lock().unwrap().saved.values().sum::<i64>() >= 29_997 {
+        if shared.lock().unwrap().saved.values().sum::<i64>() >= 29_997 || task.is_finished() {
             break;
         }
     }
     handle.shutdown();
-    let state = task.await.unwrap();
+    task.await.unwrap()
+}
+
+#[tokio::test]
+async fn positions_never_cover_undurable_records_and_shutdown_drains() {
+    let (rt, mut handle, shared) = setup(30_000, false, Failure::None, small_batches());
+    let state = run_until_saved(rt, &handle, &shared).await;
     assert!(matches!(state, RuntimeState::Stopped), "{state:?}");
     assert!(matches!(handle.wait_for(|s| matches!(s, RuntimeState::Stopped)).await, RuntimeState::Stopped));
     let s = shared.lock().unwrap();
     assert!(s.violations.is_empty(), "{:?}", s.violations);
     assert_eq!(s.saved, BTreeMap::from([(0, 9_999), (1, 9_999), (2, 9_999)]));
-    assert!(s.peak_unflushed <= 1_000, "batch bound exceeded: {}", s.peak_unflushed);
+    assert!(s.peak_uncommitted <= 1_000, "batch bound exceeded: {}", s.peak_uncommitted);
     assert_eq!(s.closed, 2, "source and sink both closed");
 }
 
 #[tokio::test]
 async fn sink_failure_stops_in_failed_state_without_saving_the_batch() {
-    let (rt, _handle, shared) = setup(30_000, Some(2), small_batches());
+    let (rt, _handle, shared) = setup(30_000, false, Failure::PermanentAfter(2), small_batches());
     let state = tokio::time::timeout(Duration::from_secs(10), rt.run()).await.expect("runtime stops on error");
     match state {
         RuntimeState::Failed(e) => assert!(e.to_string().contains("topic t partition 0 offset 7"), "{e}"),
@@ -151,12 +207,35 @@ async fn sink_failure_stops_in_failed_state_without_saving_the_batch() {
     let s = shared.lock().unwrap();
     assert!(s.violations.is_empty(), "{:?}", s.violations);
     let saved: i64 = s.saved.values().map(|o| o + 1).sum();
-    assert_eq!(saved, 2_000, "exactly the two flushed batches are saved");
+    assert_eq!(saved, 2_000, "exactly the two committed batches are saved");
+}
+
+#[tokio::test]
+async fn retriable_error_without_transactions_stops_the_runtime() {
+    // Records already written cannot be taken back without transactions: stop, never skip.
+    let (rt, _handle, shared) = setup(30_000, false, Failure::RetriableEvery(5), small_batches());
+    let state = tokio::time::timeout(Duration::from_secs(10), rt.run()).await.expect("runtime stops on error");
+    assert!(matches!(state, RuntimeState::Failed(ref e) if e.is_retriable()), "{state:?}");
+    assert_eq!(shared.lock().unwrap().rewinds, 0);
+}
+
+#[tokio::test]
+async fn transactional_retries_abort_rewind_and_commit_each_record_once_in_order() {
+    let (rt, handle, shared) = setup(30_000, true, Failure::RetriableEvery(7), small_batches());
+    let state = run_until_saved(rt, &handle, &shared).await;
+    assert!(matches!(state, RuntimeState::Stopped), "{state:?}");
+    let s = shared.lock().unwrap();
+    assert!(s.violations.is_empty(), "{:?}", s.violations);
+    assert!(s.aborts >= 3 && s.rewinds == s.aborts, "aborts {} rewinds {}", s.aborts, s.rewinds);
+    assert_eq!(s.saved, BTreeMap::from([(0, 9_999), (1, 9_999), (2, 9_999)]));
+    for (p, offsets) in &s.durable {
+        assert_eq!(offsets, &(0..10_000).collect::<Vec<i64>>(), "partition {p}: every record committed once, in order");
+    }
 }
 
 #[tokio::test]
 async fn pause_commits_and_stops_polling_until_resumed() {
-    let (rt, mut handle, shared) = setup(1_000_000, None, small_batches());
+    let (rt, mut handle, shared) = setup(1_000_000, false, Failure::None, small_batches());
     let task = tokio::spawn(rt.run());
     tokio::time::sleep(Duration::from_millis(100)).await;
     handle.pause();
@@ -165,7 +244,8 @@ async fn pause_commits_and_stops_polling_until_resumed() {
     assert!(!frozen.is_empty());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(shared.lock().unwrap().saved, frozen, "nothing moves while paused");
-    assert_eq!(shared.lock().unwrap().durable, frozen, "pause committed everything put");
+    let durable: BTreeMap<i32, i64> = shared.lock().unwrap().durable.iter().map(|(p, v)| (*p, *v.last().unwrap())).collect();
+    assert_eq!(durable, frozen, "pause committed everything put");
     handle.resume();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_ne!(shared.lock().unwrap().saved, frozen, "resumed");

@@ -1,5 +1,6 @@
-//! Topic administration shared by the sink, the positions store and the offset-syncs writer:
-//! create-if-absent, partition counts, partition growth and the topic configs worth copying.
+//! Topic administration shared by the sink and the control tasks: create-if-absent (and
+//! Strait's compacted state topics), partition counts, partition growth and the topic configs
+//! worth copying.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,15 +10,13 @@ use rdkafka::admin::{
 };
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::Producer;
 use strait_mm2::CONFIG_PROPERTIES_EXCLUDE;
 
 use crate::config::ClusterConfig;
-use crate::kafka::{blocking, client_config};
-use crate::sink::service::DataProducer;
+use crate::kafka::{blocking, METADATA_TIMEOUT};
 
 /// Admin requests wait this long for the controller.
-const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An admin client of one cluster.
 pub struct Admin {
@@ -40,7 +39,7 @@ fn opts() -> AdminOptions {
 impl Admin {
     /// An admin client for `cluster`. Errors only on invalid client config; connecting is lazy.
     pub fn new(cluster: &ClusterConfig) -> Result<Self, KafkaError> {
-        Ok(Self { client: Arc::new(client_config(cluster, &[]).create()?), alias: cluster.alias.clone() })
+        Ok(Self { client: Arc::new(cluster.client_config(&[]).create()?), alias: cluster.alias.clone() })
     }
 
     /// Partition count of `topic`, or `None` if the cluster has no such topic.
@@ -48,7 +47,7 @@ impl Admin {
         let client = self.client.clone();
         let topic = topic.to_string();
         blocking(move || {
-            let md = client.inner().fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+            let md = client.inner().fetch_metadata(Some(&topic), METADATA_TIMEOUT)?;
             Ok(md.topics().iter().find(|t| t.name() == topic).and_then(|t| match t.error() {
                 None if !t.partitions().is_empty() => Some(TopicInfo { partitions: t.partitions().len() }),
                 _ => None,
@@ -80,6 +79,12 @@ impl Admin {
             }
         }
         Ok(())
+    }
+
+    /// Creates a one-partition compacted state topic (offset syncs, positions, checkpoints,
+    /// heartbeats: MM2 creates its internal topics so) unless it exists.
+    pub async fn create_state_topic(&self, topic: &str, rf: i32) -> Result<(), KafkaError> {
+        self.create_topic(topic, 1, rf, &[("cleanup.policy".into(), "compact".into())]).await
     }
 
     /// Grows `topic` to `partitions` partitions. A count already reached is success.
@@ -114,30 +119,5 @@ impl Admin {
         }
         out.sort();
         Ok(out)
-    }
-}
-
-/// Waits until `producer`'s metadata shows `topic` with at least `partitions` partitions, so a
-/// record produced right after creating the topic (or adding partitions) is not refused as
-/// "unknown partition". Errors after 30 s.
-pub async fn await_producer_metadata(producer: &Arc<DataProducer>, topic: &str, partitions: usize) -> Result<(), KafkaError> {
-    let deadline = tokio::time::Instant::now() + ADMIN_TIMEOUT;
-    loop {
-        let producer = producer.clone();
-        let name = topic.to_string();
-        let seen = blocking(move || {
-            producer.client().fetch_metadata(Some(&name), Duration::from_secs(5)).map(|md| {
-                md.topics().iter().find(|t| t.name() == name && t.error().is_none()).map_or(0, |t| t.partitions().len())
-            })
-        })
-        .await;
-        match seen {
-            Ok(n) if n >= partitions => return Ok(()),
-            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
-            _ if tokio::time::Instant::now() >= deadline => {
-                return Err(KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownPartition))
-            }
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
     }
 }

@@ -1,4 +1,5 @@
-//! Strait's TOML configuration: clusters, flows and residency policies, and their validation.
+//! Strait's TOML configuration: clusters, flows and residency policies, parsed and validated once
+//! into the [`Flow`]s the rest of Strait uses.
 //!
 //! Every field is documented with its unit and default; `README.md` carries a complete example,
 //! which a test parses. Loading rejects unknown keys and every inconsistency with a
@@ -8,25 +9,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use regex::Regex;
+use rdkafka::config::ClientConfig;
 use serde::Deserialize;
 use strait_mm2::{ReplicationPolicy, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE};
 
-/// A configuration problem: the field path and what is wrong with it.
-#[derive(Debug, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct ConfigError {
-    /// Path of the offending field, e.g. `flows[0].topics[2]`, or the file for parse errors.
-    pub field: String,
-    /// What is wrong and, where useful, what would be right.
-    pub message: String,
-}
+use crate::residency::{ResidencyConfig, ResidencyGate, ResidencyRules};
+pub use crate::rules::ConfigError;
+use crate::rules::{err, NameFilter};
 
-fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError { field: field.into(), message: message.into() }
-}
-
-/// The whole file.
+/// The whole file, as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -60,6 +51,34 @@ pub struct ClusterConfig {
     pub client: BTreeMap<String, String>,
 }
 
+impl ClusterConfig {
+    /// librdkafka config for a client of this cluster: bootstrap servers, then `base` settings,
+    /// then the cluster's own `client` overrides (which win, so an operator can tune anything).
+    pub fn client_config(&self, base: &[(&str, &str)]) -> ClientConfig {
+        let mut cfg = ClientConfig::new();
+        cfg.set("bootstrap.servers", &self.bootstrap_servers);
+        cfg.set("client.id", format!("strait-{}", self.alias));
+        for (k, v) in base {
+            cfg.set(*k, *v);
+        }
+        for (k, v) in &self.client {
+            cfg.set(k, v);
+        }
+        cfg
+    }
+}
+
+/// Delivery guarantee of a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryKind {
+    /// Every record at least once: a crash replays at most the last uncommitted batch.
+    AtLeastOnce,
+    /// Each batch's records, offset syncs and positions in one Kafka transaction: a
+    /// `read_committed` consumer on the target sees each source record exactly once.
+    ExactlyOnce,
+}
+
 /// MM2's naming choice for replicated topics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -80,7 +99,7 @@ pub enum SyncsLocation {
     Source,
 }
 
-/// One replication flow from a source cluster to a target cluster.
+/// One replication flow from a source cluster to a target cluster (`[[flows]]`), as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowConfig {
@@ -89,7 +108,7 @@ pub struct FlowConfig {
     /// Alias of the cluster to write to.
     pub target: String,
     /// Regexes (whole-name match, as MM2) of source topics to replicate. Default `[".*"]`.
-    #[serde(default = "all_topics")]
+    #[serde(default = "all_names")]
     pub topics: Vec<String>,
     /// Regexes of source topics never to replicate. Default MM2's
     /// `[".*[\-\.]internal", ".*\.replica", "__.*"]`. Internal topics are never replicated anyway.
@@ -101,9 +120,18 @@ pub struct FlowConfig {
     /// Separator of the `default` policy. Default `.`.
     #[serde(default = "default_separator")]
     pub separator: String,
-    /// `target` (default) or `source`.
+    /// `target` (default) or `source`; `exactly_once` needs `target`.
     #[serde(default = "default_location")]
     pub offset_syncs_topic_location: SyncsLocation,
+    /// `at_least_once` (default) or `exactly_once` (records, offset syncs and positions of a
+    /// batch in one transaction on the target).
+    #[serde(default = "default_delivery")]
+    pub delivery: DeliveryKind,
+    /// Longest a transaction may stay open before the target aborts it (ms; Kafka
+    /// `transaction.timeout.ms`, at most the broker's `transaction.max.timeout.ms`, 15 min by
+    /// default). Only with `exactly_once`; must exceed `commit_interval_ms`. Default 60,000.
+    #[serde(default = "default_transaction_timeout_ms")]
+    pub transaction_timeout_ms: u64,
     /// Most downstream records between two offset syncs of a partition (MM2 `offset.lag.max`).
     /// Default 100; 0 writes one sync per record.
     #[serde(default = "default_offset_lag_max")]
@@ -111,7 +139,9 @@ pub struct FlowConfig {
     /// How often source topics and partitions are re-listed (ms). Default 5,000.
     #[serde(default = "default_refresh_ms")]
     pub refresh_topics_interval_ms: u64,
-    /// Longest time a batch stays uncommitted (ms): bounds duplicates after a crash. Default 1,000.
+    /// Longest time a batch stays uncommitted (ms): bounds duplicates after a crash in
+    /// at-least-once mode, and the latency of `read_committed` consumers in exactly-once mode.
+    /// Default 1,000.
     #[serde(default = "default_commit_ms")]
     pub commit_interval_ms: u64,
     /// A batch is committed at this many records. Default 50,000.
@@ -125,7 +155,7 @@ pub struct FlowConfig {
     #[serde(default = "default_rf")]
     pub replication_factor: i32,
     /// Regexes (whole-name match) of source consumer groups to checkpoint. Default `[".*"]`.
-    #[serde(default = "all_topics")]
+    #[serde(default = "all_names")]
     pub groups: Vec<String>,
     /// Regexes of groups never to checkpoint. Default MM2's
     /// `["console-consumer-.*", "connect-.*", "__.*"]`.
@@ -156,48 +186,7 @@ pub struct FlowConfig {
     pub emit_heartbeats_interval_ms: u64,
 }
 
-/// Residency: which topics may be written to which zones.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResidencyConfig {
-    /// What happens to a topic that no policy names: `allow` (default) or `deny`.
-    #[serde(default)]
-    pub default: ResidencyDefault,
-    /// Policies; a topic named by several must pass them all.
-    #[serde(default)]
-    pub policies: Vec<ResidencyPolicy>,
-}
-
-/// The rule for topics that no residency policy names.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResidencyDefault {
-    /// Replicate anywhere.
-    #[default]
-    Allow,
-    /// Replicate nowhere.
-    Deny,
-}
-
-/// One residency policy.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResidencyPolicy {
-    /// Name used in logs and errors.
-    pub name: String,
-    /// Regexes (whole-name match) of the topics it governs; matched against the source topic
-    /// name and each suffix after a separator (so `eu.customers` is also `customers`), so
-    /// renaming cannot escape it.
-    pub topics: Vec<String>,
-    /// If non-empty, every zone of the target must be listed here (a target with no zones fails).
-    #[serde(default)]
-    pub allow_zones: Vec<String>,
-    /// No zone of the target may be listed here. Deny wins over allow.
-    #[serde(default)]
-    pub deny_zones: Vec<String>,
-}
-
-fn all_topics() -> Vec<String> {
+fn all_names() -> Vec<String> {
     vec![".*".into()]
 }
 fn default_topics_exclude() -> Vec<String> {
@@ -227,6 +216,12 @@ fn default_separator() -> String {
 fn default_location() -> SyncsLocation {
     SyncsLocation::Target
 }
+fn default_delivery() -> DeliveryKind {
+    DeliveryKind::AtLeastOnce
+}
+fn default_transaction_timeout_ms() -> u64 {
+    60_000
+}
 fn default_offset_lag_max() -> u64 {
     100
 }
@@ -246,35 +241,21 @@ fn default_rf() -> i32 {
     -1
 }
 
-/// Regexes compiled for whole-name matching, as Java's `Pattern.matches`.
-#[derive(Debug, Clone)]
-pub struct NameFilter {
-    include: Vec<Regex>,
-    exclude: Vec<Regex>,
+/// How a flow delivers, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// See [`DeliveryKind::AtLeastOnce`].
+    AtLeastOnce,
+    /// See [`DeliveryKind::ExactlyOnce`]; the target aborts a transaction open longer than
+    /// `transaction_timeout`.
+    ExactlyOnce {
+        /// Kafka `transaction.timeout.ms`.
+        transaction_timeout: Duration,
+    },
 }
 
-impl NameFilter {
-    /// True when `name` matches an include pattern and no exclude pattern.
-    pub fn matches(&self, name: &str) -> bool {
-        self.include.iter().any(|r| r.is_match(name)) && !self.exclude.iter().any(|r| r.is_match(name))
-    }
-}
-
-/// Compiles `patterns` for whole-name matching; errors name `field[i]` and show the user's
-/// pattern, not the anchored one.
-pub(crate) fn compile(field: &str, patterns: &[String]) -> Result<Vec<Regex>, ConfigError> {
-    patterns
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let bad = |e: regex::Error| err(format!("{field}[{i}]"), format!("bad regex {p:?}: {e}"));
-            Regex::new(p).map_err(bad)?;
-            Regex::new(&format!("^(?:{p})$")).map_err(bad)
-        })
-        .collect()
-}
-
-/// A validated flow with everything resolved: clusters, policy, filters, intervals.
+/// A validated flow with everything resolved: clusters, policy, filters, intervals as
+/// [`Duration`]s. The only shape of the config the rest of Strait sees.
 #[derive(Debug, Clone)]
 pub struct Flow {
     /// `source->target`, as logs and positions name the flow.
@@ -289,25 +270,55 @@ pub struct Flow {
     pub groups: NameFilter,
     /// Naming of target topics.
     pub policy: ReplicationPolicy,
-    /// The flow's settings as written.
-    pub settings: FlowConfig,
     /// Residency rules for this flow's target.
-    pub residency: crate::sink::gate::ResidencyGate,
+    pub residency: ResidencyGate,
+    /// At-least-once or exactly-once.
+    pub delivery: Delivery,
+    /// Where offset syncs are written.
+    pub offset_syncs_location: SyncsLocation,
+    /// MM2 `offset.lag.max` (records).
+    pub offset_lag_max: u64,
+    /// Re-list interval for source topics.
+    pub refresh_topics_interval: Duration,
+    /// Longest a batch stays uncommitted.
+    pub commit_interval: Duration,
+    /// A batch commits at this many records.
+    pub max_batch_records: usize,
+    /// A batch commits at this many bytes.
+    pub max_batch_bytes: usize,
+    /// Replication factor of created topics; -1 = broker default.
+    pub replication_factor: i32,
+    /// Write MM2 checkpoints.
+    pub emit_checkpoints: bool,
+    /// Checkpoint interval.
+    pub emit_checkpoints_interval: Duration,
+    /// Consumer-group re-list interval.
+    pub refresh_groups_interval: Duration,
+    /// Commit translated offsets into inactive target groups.
+    pub sync_group_offsets: bool,
+    /// Group offset sync interval.
+    pub sync_group_offsets_interval: Duration,
+    /// Write MM2 heartbeats.
+    pub emit_heartbeats: bool,
+    /// Heartbeat interval.
+    pub emit_heartbeats_interval: Duration,
 }
 
 impl Flow {
-    /// Re-list interval for source topics.
-    pub fn refresh_interval(&self) -> Duration {
-        Duration::from_millis(self.settings.refresh_topics_interval_ms)
-    }
-
     /// Where the flow's offset syncs live: the cluster and `mm2-offset-syncs.<alias>.internal`
     /// (KIP-716: named after the other cluster's alias).
     pub fn offset_syncs(&self) -> (&ClusterConfig, String) {
-        match self.settings.offset_syncs_topic_location {
+        match self.offset_syncs_location {
             SyncsLocation::Target => (&self.target, self.policy.offset_syncs_topic(&self.source.alias)),
             SyncsLocation::Source => (&self.source, self.policy.offset_syncs_topic(&self.target.alias)),
         }
+    }
+
+    /// The `transactional.id` of the flow's target producer in exactly-once mode:
+    /// `strait-<source>-><target>`. Unique per flow, stable across restarts, so a new instance's
+    /// `init_transactions` fences the previous one.
+    pub fn transactional_id(&self) -> String {
+        format!("strait-{}", self.name)
     }
 
     /// Whether a source topic is replicated by this flow: MM2's rules — the topic filter (or a
@@ -321,28 +332,20 @@ impl Flow {
 }
 
 impl Config {
-    /// Reads and validates `path`. Errors name the file or the field at fault.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
-        Self::parse(&text).map_err(|e| {
-            if e.field.is_empty() {
-                err(path.display().to_string(), e.message)
-            } else {
-                e
-            }
-        })
+    /// Reads, parses and validates `path` into its flows. Errors name the file or the field.
+    pub fn load(path: &Path) -> Result<Vec<Flow>, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
+        Self::parse(&text).map_err(|e| if e.field.is_empty() { err(path.display().to_string(), e.message) } else { e })
     }
 
-    /// Parses and validates TOML text.
-    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+    /// Parses and validates TOML text into its flows. Errors name the field at fault.
+    pub fn parse(text: &str) -> Result<Vec<Flow>, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| err("", e.to_string()))?;
-        config.flows()?;
-        Ok(config)
+        config.flows()
     }
 
     /// Validates and resolves every flow.
-    pub fn flows(&self) -> Result<Vec<Flow>, ConfigError> {
+    fn flows(&self) -> Result<Vec<Flow>, ConfigError> {
         let mut aliases = BTreeMap::new();
         for (i, c) in self.clusters.iter().enumerate() {
             let field = format!("clusters[{i}]");
@@ -358,14 +361,14 @@ impl Config {
             if c.bootstrap_servers.split(',').all(|h| h.trim().is_empty()) {
                 return Err(err(format!("{field}.bootstrap_servers"), "must list at least one host:port"));
             }
-            if let Err(e) = crate::kafka::client_config(c, &[]).create_native_config() {
+            if let Err(e) = c.client_config(&[]).create_native_config() {
                 return Err(err(format!("{field}.client"), format!("librdkafka rejects these settings: {e}")));
             }
             if aliases.insert(c.alias.clone(), c).is_some() {
                 return Err(err(format!("{field}.alias"), format!("duplicate cluster alias {:?}", c.alias)));
             }
         }
-        let residency = crate::sink::gate::ResidencyRules::compile(&self.residency)?;
+        let residency = ResidencyRules::compile(&self.residency)?;
         if self.flows.is_empty() {
             return Err(err("flows", "at least one [[flows]] entry is required"));
         }
@@ -390,41 +393,39 @@ impl Config {
             }
             for (alias, side) in [(&f.source, "source"), (&f.target, "target")] {
                 if alias.contains(&f.separator) {
-                    return Err(err(
-                        format!("{field}.{side}"),
-                        format!("alias {alias:?} contains the separator {:?}", f.separator),
-                    ));
+                    return Err(err(format!("{field}.{side}"), format!("alias {alias:?} contains the separator {:?}", f.separator)));
                 }
             }
-            for (name, value) in [
-                ("refresh_topics_interval_ms", f.refresh_topics_interval_ms),
-                ("commit_interval_ms", f.commit_interval_ms),
-                ("max_batch_records", f.max_batch_records),
-                ("max_batch_bytes", f.max_batch_bytes),
-                ("emit_checkpoints_interval_ms", f.emit_checkpoints_interval_ms),
-                ("refresh_groups_interval_ms", f.refresh_groups_interval_ms),
-                ("sync_group_offsets_interval_ms", f.sync_group_offsets_interval_ms),
-                ("emit_heartbeats_interval_ms", f.emit_heartbeats_interval_ms),
-            ] {
+            let positive = |name: &str, value: u64| {
                 if value == 0 {
-                    return Err(err(format!("{field}.{name}"), "must be positive"));
+                    Err(err(format!("{field}.{name}"), "must be positive"))
+                } else {
+                    Ok(value)
                 }
-            }
+            };
+            let ms = |name: &str, value: u64| positive(name, value).map(Duration::from_millis);
             if f.replication_factor == 0 || f.replication_factor < -1 {
                 return Err(err(format!("{field}.replication_factor"), "must be positive, or -1 for the broker default"));
             }
-            for (name, list) in [("topics", &f.topics), ("groups", &f.groups)] {
-                if list.is_empty() {
-                    return Err(err(format!("{field}.{name}"), "must list at least one regex (\".*\" for all)"));
+            let commit_interval = ms("commit_interval_ms", f.commit_interval_ms)?;
+            let delivery = match f.delivery {
+                DeliveryKind::AtLeastOnce => Delivery::AtLeastOnce,
+                DeliveryKind::ExactlyOnce => {
+                    if f.offset_syncs_topic_location != SyncsLocation::Target {
+                        return Err(err(
+                            format!("{field}.offset_syncs_topic_location"),
+                            "must be \"target\" with delivery = \"exactly_once\": offset syncs are written in the target's transactions",
+                        ));
+                    }
+                    let transaction_timeout = ms("transaction_timeout_ms", f.transaction_timeout_ms)?;
+                    if transaction_timeout <= commit_interval {
+                        return Err(err(
+                            format!("{field}.transaction_timeout_ms"),
+                            format!("must exceed commit_interval_ms ({} ms): a batch is one transaction", f.commit_interval_ms),
+                        ));
+                    }
+                    Delivery::ExactlyOnce { transaction_timeout }
                 }
-            }
-            let topics = NameFilter {
-                include: compile(&format!("{field}.topics"), &f.topics)?,
-                exclude: compile(&format!("{field}.topics_exclude"), &f.topics_exclude)?,
-            };
-            let groups = NameFilter {
-                include: compile(&format!("{field}.groups"), &f.groups)?,
-                exclude: compile(&format!("{field}.groups_exclude"), &f.groups_exclude)?,
             };
             let policy = match f.replication_policy {
                 PolicyKind::Default => ReplicationPolicy::Default { separator: f.separator.clone() },
@@ -434,11 +435,25 @@ impl Config {
                 name: format!("{}->{}", f.source, f.target),
                 source: (*source).clone(),
                 target: (*target).clone(),
-                topics,
-                groups,
+                topics: NameFilter::new(&format!("{field}.topics"), &f.topics, &format!("{field}.topics_exclude"), &f.topics_exclude)?,
+                groups: NameFilter::new(&format!("{field}.groups"), &f.groups, &format!("{field}.groups_exclude"), &f.groups_exclude)?,
                 policy,
-                settings: f.clone(),
                 residency: residency.for_target(&target.alias, &target.zones),
+                delivery,
+                offset_syncs_location: f.offset_syncs_topic_location,
+                offset_lag_max: f.offset_lag_max,
+                refresh_topics_interval: ms("refresh_topics_interval_ms", f.refresh_topics_interval_ms)?,
+                commit_interval,
+                max_batch_records: positive("max_batch_records", f.max_batch_records)? as usize,
+                max_batch_bytes: positive("max_batch_bytes", f.max_batch_bytes)? as usize,
+                replication_factor: f.replication_factor,
+                emit_checkpoints: f.emit_checkpoints,
+                emit_checkpoints_interval: ms("emit_checkpoints_interval_ms", f.emit_checkpoints_interval_ms)?,
+                refresh_groups_interval: ms("refresh_groups_interval_ms", f.refresh_groups_interval_ms)?,
+                sync_group_offsets: f.sync_group_offsets,
+                sync_group_offsets_interval: ms("sync_group_offsets_interval_ms", f.sync_group_offsets_interval_ms)?,
+                emit_heartbeats: f.emit_heartbeats,
+                emit_heartbeats_interval: ms("emit_heartbeats_interval_ms", f.emit_heartbeats_interval_ms)?,
             });
         }
         Ok(flows)
@@ -448,6 +463,8 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TWO_CLUSTERS: &str = "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"h:1\"\n[[clusters]]\nalias = \"b\"\nbootstrap_servers = \"h:2\"\n[[flows]]\nsource = \"a\"\ntarget = \"b\"\n";
 
     /// The first ```toml block of README.md.
     fn readme_example() -> String {
@@ -459,38 +476,46 @@ mod tests {
 
     #[test]
     fn readme_example_parses() {
-        let config = Config::parse(&readme_example()).expect("README example is valid");
-        let flows = config.flows().unwrap();
+        let flows = Config::parse(&readme_example()).expect("README example is valid");
         assert_eq!(flows.len(), 2);
         assert_eq!(flows[0].name, "eu-west->us-east");
         assert_eq!(flows[1].policy, ReplicationPolicy::Identity { separator: ".".into() });
-        assert_eq!(config.clusters[0].client.get("sasl.mechanism").map(String::as_str), Some("SCRAM-SHA-512"));
+        assert_eq!(flows[1].delivery, Delivery::ExactlyOnce { transaction_timeout: Duration::from_secs(60) });
+        assert_eq!(flows[0].source.client.get("sasl.mechanism").map(String::as_str), Some("SCRAM-SHA-512"));
     }
 
     #[test]
     fn defaults_follow_the_docs() {
-        let config = Config::parse(
-            "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"h:1\"\n[[clusters]]\nalias = \"b\"\nbootstrap_servers = \"h:2\"\n[[flows]]\nsource = \"a\"\ntarget = \"b\"\n",
-        )
-        .unwrap();
-        let f = &config.flows[0];
-        assert_eq!(f.offset_lag_max, 100);
-        assert_eq!(f.refresh_topics_interval_ms, 5_000);
-        assert_eq!(f.offset_syncs_topic_location, SyncsLocation::Target);
-        assert_eq!(f.replication_policy, PolicyKind::Default);
-        let flow = &config.flows().unwrap()[0];
+        let flow = &Config::parse(TWO_CLUSTERS).unwrap()[0];
+        assert_eq!(flow.offset_lag_max, 100);
+        assert_eq!(flow.refresh_topics_interval, Duration::from_secs(5));
+        assert_eq!(flow.commit_interval, Duration::from_secs(1));
+        assert_eq!(flow.offset_syncs_location, SyncsLocation::Target);
+        assert_eq!(flow.policy, ReplicationPolicy::Default { separator: ".".into() });
+        assert_eq!(flow.delivery, Delivery::AtLeastOnce);
         assert!(flow.topics.matches("orders"));
         assert!(!flow.topics.matches("x.internal") && !flow.topics.matches("a.replica") && !flow.topics.matches("__consumer_offsets"));
     }
 
     #[test]
     fn filters_match_whole_names() {
-        let config = Config::parse(
-            "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"h:1\"\n[[clusters]]\nalias = \"b\"\nbootstrap_servers = \"h:2\"\n[[flows]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"ord.*\"]\n",
-        )
-        .unwrap();
-        let flow = &config.flows().unwrap()[0];
+        let flow = &Config::parse(&format!("{TWO_CLUSTERS}topics = [\"ord.*\"]\n")).unwrap()[0];
         assert!(flow.topics.matches("orders"));
         assert!(!flow.topics.matches("old-orders"), "a regex must match the whole name, as in MM2");
+    }
+
+    #[test]
+    fn exactly_once_settings_are_checked() {
+        for (extra, field) in [
+            ("delivery = \"exactly_once\"\noffset_syncs_topic_location = \"source\"", "flows[0].offset_syncs_topic_location"),
+            ("delivery = \"exactly_once\"\ntransaction_timeout_ms = 1000", "flows[0].transaction_timeout_ms"),
+            ("delivery = \"exactly-once\"", ""),
+        ] {
+            let e = Config::parse(&format!("{TWO_CLUSTERS}{extra}\n")).expect_err(extra);
+            assert_eq!(e.field, field, "{e}");
+        }
+        let flow = &Config::parse(&format!("{TWO_CLUSTERS}delivery = \"exactly_once\"\ntransaction_timeout_ms = 9000\n")).unwrap()[0];
+        assert_eq!(flow.delivery, Delivery::ExactlyOnce { transaction_timeout: Duration::from_secs(9) });
+        assert_eq!(flow.transactional_id(), "strait-a->b");
     }
 }

@@ -1,70 +1,65 @@
-//! Runs one flow: connects its source and TargetSink (retrying with backoff while a cluster is
-//! unreachable), then drives them with the connector runtime until shutdown or failure.
+//! Runs one flow: the one place that builds its clients — the TargetSink (which reads the saved
+//! positions), the source (told where to start), and the control producer shared by heartbeats
+//! and checkpoints — retrying with backoff while a cluster is unreachable, then drives source and
+//! sink with the connector runtime until shutdown or failure.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use strait_connect::{ConnectError, ConnectResult, ConnectorRuntime, RuntimeConfig, RuntimeState};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
-use crate::checkpoint::CheckpointTask;
 use crate::config::Flow;
-use crate::heartbeat::run_heartbeats;
-use crate::positions::PositionStore;
+use crate::control::checkpoint::CheckpointTask;
+use crate::control::heartbeat::run_heartbeats;
+use crate::kafka::control_producer;
 use crate::sink::TargetSink;
 use crate::source::KafkaSource;
 
+/// First wait before retrying a start; doubled per failure.
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
+/// Longest wait between start attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(15);
 
-/// Runs `flow` until `shutdown` turns true (then drains and returns `Ok`) or it fails.
+/// Runs `flow` until `cancel` (then drains and returns `Ok`) or it fails.
 ///
 /// Start-up failures (cluster unreachable, topic not creatable) are retried with doubling
-/// backoff (0.5 s up to 15 s), each logged; once running, an error stops the flow and is returned
-/// with the topic/partition/offset at fault.
-pub async fn run_flow(flow: Arc<Flow>, mut shutdown: watch::Receiver<bool>) -> ConnectResult<()> {
-    let mut wait = BACKOFF_MIN;
-    let (source, sink) = loop {
-        let started = tokio::select! {
-            r = start(flow.clone()) => r,
-            _ = stopped(&mut shutdown) => return Ok(()),
-        };
-        match started {
-            Ok(parts) => break parts,
-            Err(e) => {
-                tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "flow could not start; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = stopped(&mut shutdown) => return Ok(()),
-                }
-                wait = (wait * 2).min(BACKOFF_MAX);
-            }
-        }
-    };
-    let settings = &flow.settings;
+/// backoff (0.5 s up to 15 s), each logged; once running, an error that cannot be retried stops
+/// the flow and is returned with the topic/partition/offset at fault.
+pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
+    let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, || start(flow.clone())).await else { return Ok(()) };
     let config = RuntimeConfig {
-        max_batch_records: settings.max_batch_records as usize,
-        max_batch_bytes: settings.max_batch_bytes as usize,
-        max_batch_wait: Duration::from_millis(settings.commit_interval_ms),
+        max_batch_records: flow.max_batch_records,
+        max_batch_bytes: flow.max_batch_bytes,
+        max_batch_wait: flow.commit_interval,
+        retry_backoff: BACKOFF_MIN,
+        max_retry_backoff: BACKOFF_MAX,
         ..RuntimeConfig::default()
     };
     let (runtime, handle) = ConnectorRuntime::new(source, sink, config);
     // Side tasks stop with the flow, whether it is shut down or fails.
-    let (stop_side, side_shutdown) = watch::channel(false);
+    let side_cancel = cancel.child_token();
     let mut side = tokio::task::JoinSet::new();
-    if settings.emit_heartbeats {
-        side.spawn(run_heartbeats(flow.clone(), side_shutdown.clone()));
+    if flow.emit_heartbeats || flow.emit_checkpoints || flow.sync_group_offsets {
+        let producer = control_producer(&flow.target).map_err(|e| ConnectError::backend("control producer", e))?;
+        if flow.emit_heartbeats {
+            side.spawn(run_heartbeats(flow.clone(), producer.clone(), side_cancel.clone()));
+        }
+        if flow.emit_checkpoints || flow.sync_group_offsets {
+            side.spawn(run_checkpoints(flow.clone(), producer, side_cancel.clone()));
+        }
     }
-    if settings.emit_checkpoints || settings.sync_group_offsets {
-        side.spawn(run_checkpoints(flow.clone(), side_shutdown));
-    }
-    let stopper = tokio::spawn(async move {
-        stopped(&mut shutdown).await;
-        handle.shutdown();
+    let stopper = tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            cancel.cancelled().await;
+            handle.shutdown();
+        }
     });
     let state = runtime.run().await;
     stopper.abort();
-    stop_side.send_replace(true);
+    side_cancel.cancel();
     while side.join_next().await.is_some() {}
     match state {
         RuntimeState::Failed(e) => Err(ConnectError::backend(format!("flow {} failed", flow.name), e.to_string())),
@@ -75,26 +70,27 @@ pub async fn run_flow(flow: Arc<Flow>, mut shutdown: watch::Receiver<bool>) -> C
     }
 }
 
-/// Resolves once `shutdown` turns true (or its sender is gone).
-pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|s| *s).await;
-}
-
-/// Starts the checkpoint task (retrying with backoff until the target answers) and runs it.
-async fn run_checkpoints(flow: Arc<Flow>, mut shutdown: watch::Receiver<bool>) {
+/// Calls `attempt` until it succeeds (`Some`) or `cancel` fires (`None`), waiting 0.5 s doubling
+/// to 15 s between failures, each logged as a warning naming `what`.
+async fn with_backoff<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    flow: &Flow,
+    what: &str,
+    cancel: &CancellationToken,
+    mut attempt: impl FnMut() -> F,
+) -> Option<T> {
     let mut wait = BACKOFF_MIN;
     loop {
-        let started = tokio::select! {
-            r = CheckpointTask::start(flow.clone()) => r,
-            _ = stopped(&mut shutdown) => return,
+        let result = tokio::select! {
+            r = attempt() => r,
+            _ = cancel.cancelled() => return None,
         };
-        match started {
-            Ok(task) => return task.run(shutdown).await,
+        match result {
+            Ok(v) => return Some(v),
             Err(e) => {
-                tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "checkpoints could not start; retrying");
+                tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "{what} could not start; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = stopped(&mut shutdown) => return,
+                    _ = cancel.cancelled() => return None,
                 }
                 wait = (wait * 2).min(BACKOFF_MAX);
             }
@@ -102,9 +98,18 @@ async fn run_checkpoints(flow: Arc<Flow>, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
+/// Starts the checkpoint task (retrying with backoff until the target answers) and runs it.
+async fn run_checkpoints(flow: Arc<Flow>, producer: rdkafka::producer::FutureProducer, cancel: CancellationToken) {
+    let started = with_backoff(&flow, "checkpoints", &cancel, || CheckpointTask::start(flow.clone(), producer.clone())).await;
+    if let Some(task) = started {
+        task.run(cancel).await;
+    }
+}
+
+/// The sink first: it fences a previous instance (exactly-once) and reads the saved positions,
+/// from which the source starts.
 async fn start(flow: Arc<Flow>) -> ConnectResult<(KafkaSource, TargetSink)> {
-    let sink = TargetSink::start(flow.clone()).await?;
-    let (store, saved) = PositionStore::open(&flow.target, &flow.name, flow.settings.replication_factor).await?;
-    let source = KafkaSource::start(flow, store, saved).await?;
+    let (sink, saved) = TargetSink::start(flow.clone()).await?;
+    let source = KafkaSource::start(flow, saved).await?;
     Ok((source, sink))
 }

@@ -1,30 +1,22 @@
-//! Shared Kafka client plumbing: client configs per cluster, blocking calls off the async
-//! workers, small control-record produces, and reading state topics to their end.
+//! Shared Kafka client plumbing: blocking calls off the async workers, small control-record
+//! produces, cluster ids, and reading state topics to their end (`read_committed`).
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::config::ClusterConfig;
 
-/// librdkafka config for a cluster: bootstrap servers, then `base` settings, then the cluster's
-/// own `client` overrides (which win, so an operator can tune anything).
-pub fn client_config(cluster: &ClusterConfig, base: &[(&str, &str)]) -> ClientConfig {
-    let mut cfg = ClientConfig::new();
-    cfg.set("bootstrap.servers", &cluster.bootstrap_servers);
-    cfg.set("client.id", format!("strait-{}", cluster.alias));
-    for (k, v) in base {
-        cfg.set(*k, *v);
-    }
-    for (k, v) in &cluster.client {
-        cfg.set(k, v);
-    }
-    cfg
-}
+/// Longest wait for a metadata or watermark answer.
+pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a state-topic read may go without progress before it fails.
+const READ_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Runs blocking librdkafka calls (metadata, watermarks) off the async workers.
+/// Runs blocking librdkafka calls (metadata, watermarks, transactions) off the async workers.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     match tokio::task::spawn_blocking(f).await {
         Ok(v) => v,
@@ -32,9 +24,16 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     }
 }
 
+/// The producer heartbeats and checkpoints of a flow share: idempotent, acks=all.
+/// Errors: invalid client config.
+pub fn control_producer(target: &ClusterConfig) -> Result<FutureProducer, KafkaError> {
+    target.client_config(&[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5")]).create()
+}
+
 /// Queues `record` on `producer`, sleeping briefly while librdkafka's queue is full, and returns
-/// its ack future. For small control records (positions, offset syncs); the data path applies its
-/// own backpressure. Errors: the produce error for anything but a full queue.
+/// its ack future. For small control records (heartbeats, checkpoints, offset syncs on the
+/// source); the data path applies its own backpressure. Errors: the produce error for anything
+/// but a full queue.
 pub async fn enqueue(producer: &FutureProducer, mut record: FutureRecord<'_, [u8], [u8]>) -> Result<DeliveryFuture, KafkaError> {
     loop {
         match producer.send_result(record) {
@@ -57,36 +56,76 @@ pub async fn acked(ack: DeliveryFuture) -> Result<i64, KafkaError> {
     }
 }
 
+/// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: the cluster does not answer.
+pub async fn cluster_id(cluster: &ClusterConfig) -> Result<String, String> {
+    let client: BaseConsumer = cluster.client_config(&[]).create().map_err(|e| format!("client for {}: {e}", cluster.alias))?;
+    blocking(move || client.client().fetch_cluster_id(METADATA_TIMEOUT))
+        .await
+        .ok_or_else(|| format!("no cluster id from {} ({}) within {METADATA_TIMEOUT:?}", cluster.alias, cluster.bootstrap_servers))
+}
+
+/// Waits until `producer`'s metadata shows `topic` with at least `partitions` partitions, so a
+/// record produced right after creating the topic (or adding partitions) is not refused as
+/// "unknown partition". Errors after `timeout`.
+pub async fn await_producer_metadata<C>(
+    producer: &Arc<ThreadedProducer<C>>,
+    topic: &str,
+    partitions: usize,
+    timeout: Duration,
+) -> Result<(), KafkaError>
+where
+    C: ProducerContext + 'static,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let producer = producer.clone();
+        let name = topic.to_string();
+        let seen = blocking(move || {
+            producer.client().fetch_metadata(Some(&name), Duration::from_secs(5)).map(|md| {
+                md.topics().iter().find(|t| t.name() == name && t.error().is_none()).map_or(0, |t| t.partitions().len())
+            })
+        })
+        .await;
+        match seen {
+            Ok(n) if n >= partitions => return Ok(()),
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            _ if tokio::time::Instant::now() >= deadline => return Err(KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownPartition)),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 /// A keyed record of a state topic: its offset, key and value bytes.
 pub type RawRecord = (i64, Vec<u8>, Vec<u8>);
 
-/// Every record of partition 0 of `topic` (Strait's state topics have one partition) with a key
-/// and a value, from its beginning to the high watermark seen at the start. A missing or empty
+/// Every committed record of partition 0 of `topic` (Strait's state topics have one partition)
+/// with a key and a value, from its beginning to the end seen at the start. A missing or empty
 /// topic gives nothing. For the small compacted state topics (positions, checkpoints).
 /// Errors: the first client error, or no progress for 30 s.
 pub async fn read_to_end(cluster: &ClusterConfig, topic: &str) -> Result<Vec<RawRecord>, KafkaError> {
-    use rdkafka::consumer::BaseConsumer;
-    let consumer: BaseConsumer =
-        client_config(cluster, &[("group.id", "strait-state-reader"), ("enable.auto.commit", "false")]).create()?;
+    let consumer = state_reader(cluster, "strait-state-reader")?;
     let topic = topic.to_string();
     Ok(blocking(move || read_new_records(&consumer, &topic, None)).await?.0)
 }
 
+/// A consumer for [`read_new_records`]: `read_committed`, so records of aborted or still open
+/// transactions are never read; never commits.
+pub fn state_reader(cluster: &ClusterConfig, group: &str) -> Result<BaseConsumer, KafkaError> {
+    cluster
+        .client_config(&[("group.id", group), ("enable.auto.commit", "false"), ("isolation.level", "read_committed")])
+        .create()
+}
+
 /// Records with a key and a value of partition 0 of `topic`, from `next` (or, when `None`,
-/// assigning `consumer` at the beginning) to the current high watermark, and the next offset to
-/// read. Blocking: call from a blocking thread. A topic that does not exist yet reads nothing.
-pub fn read_new_records(
-    consumer: &rdkafka::consumer::BaseConsumer,
-    topic: &str,
-    next: Option<i64>,
-) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
-    use rdkafka::consumer::Consumer;
-    use rdkafka::{Message, Offset, TopicPartitionList};
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+/// assigning `consumer` at the beginning) to the high watermark seen now, and the next offset to
+/// read. Transaction markers and aborted records are stepped over by the consumer's position.
+/// Blocking: call from a blocking thread. A topic that does not exist yet reads nothing.
+pub fn read_new_records(consumer: &BaseConsumer, topic: &str, next: Option<i64>) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
+    let md = consumer.fetch_metadata(Some(topic), METADATA_TIMEOUT)?;
     if !md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()) {
         return Ok((Vec::new(), next));
     }
-    let (low, high) = consumer.fetch_watermarks(topic, 0, Duration::from_secs(10))?;
+    let (low, high) = consumer.fetch_watermarks(topic, 0, METADATA_TIMEOUT)?;
     let mut position = match next {
         Some(n) => n,
         None => {
@@ -97,16 +136,31 @@ pub fn read_new_records(
         }
     };
     let mut out = Vec::new();
+    let mut progress = Instant::now();
     while position < high {
-        match consumer.poll(Duration::from_secs(30)) {
+        match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {
                 position = m.offset() + 1;
+                progress = Instant::now();
                 if let (Some(k), Some(v)) = (m.key(), m.payload()) {
                     out.push((m.offset(), k.to_vec(), v.to_vec()));
                 }
             }
             Some(Err(e)) => return Err(e),
-            None => return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut)),
+            None => {
+                // Past a commit marker or an aborted transaction no record arrives: the
+                // consumer's position tells how far it got.
+                let fetched = consumer.position()?.find_partition(topic, 0).map(|e| e.offset());
+                if let Some(Offset::Offset(p)) = fetched {
+                    if p > position {
+                        position = p;
+                        progress = Instant::now();
+                    }
+                }
+                if position < high && progress.elapsed() > READ_STALL_TIMEOUT {
+                    return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut));
+                }
+            }
         }
     }
     Ok((out, Some(position)))

@@ -1,15 +1,23 @@
 //! Strait: cross-cluster replication for Apache Kafka, wire-compatible with MirrorMaker 2.
 //!
 //! A flow reads a source cluster with [`source::KafkaSource`] and writes the target with
-//! [`sink::TargetSink`] (residency gate, renaming, loop guard, offset syncs), driven by the
-//! `strait-connect` runtime. [`config`] is the user-facing TOML.
+//! [`sink::TargetSink`] (loop guard, residency gate, renaming, offset syncs, positions, and
+//! exactly-once transactions), driven by the `strait-connect` runtime; [`control`] writes MM2's
+//! heartbeats and checkpoints. [`config`] is the user-facing TOML, validated once into
+//! [`config::Flow`]s.
+//!
+//! Layers, each importing only those below it:
+//! `rules` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` →
+//! `source`, `sink`, `control` → `flow` → the `strait` binary.
 
 pub mod admin;
-pub mod checkpoint;
 pub mod config;
+pub mod control;
 pub mod flow;
-pub mod heartbeat;
 pub mod kafka;
 pub mod positions;
+pub mod record;
+pub mod residency;
+pub mod rules;
 pub mod sink;
 pub mod source;

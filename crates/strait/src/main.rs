@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use strait::config::Config;
-use tokio::sync::watch;
+use strait::config::{Config, Flow};
+use tokio_util::sync::CancellationToken;
 
 /// Cross-cluster replication for Apache Kafka, wire-compatible with MirrorMaker 2.
 #[derive(Parser)]
@@ -67,8 +67,8 @@ fn main() -> ExitCode {
     let path = match &cli.command {
         Command::Run { config } | Command::Validate { config } | Command::TranslateOffsets { config, .. } => config,
     };
-    let config = match Config::load(path) {
-        Ok(c) => c,
+    let flows = match Config::load(path) {
+        Ok(flows) => flows,
         Err(e) => {
             print_err!("strait: invalid config: {e}");
             return ExitCode::from(2);
@@ -76,15 +76,15 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Validate { .. } => {
-            let n = config.flows.len();
+            let n = flows.len();
             print_out(&format!("{}: valid ({n} flow{})\n", path.display(), if n == 1 { "" } else { "s" }));
             ExitCode::SUCCESS
         }
         command => match tokio::runtime::Runtime::new() {
             Ok(rt) => {
                 let code = match command {
-                    Command::TranslateOffsets { flow, group, output, .. } => rt.block_on(translate(config, &flow, &group, output)),
-                    _ => rt.block_on(run(config)),
+                    Command::TranslateOffsets { flow, group, output, .. } => rt.block_on(translate(flows, &flow, &group, output)),
+                    _ => rt.block_on(run(flows)),
                 };
                 // Don't wait for a connection attempt still blocked in librdkafka (up to 10 s).
                 rt.shutdown_background();
@@ -98,23 +98,16 @@ fn main() -> ExitCode {
     }
 }
 
-async fn translate(config: Config, flow: &str, group: &str, output: Output) -> ExitCode {
-    let flows = match config.flows() {
-        Ok(f) => f,
-        Err(e) => {
-            print_err!("strait: invalid config: {e}");
-            return ExitCode::from(2);
-        }
-    };
+async fn translate(flows: Vec<Flow>, flow: &str, group: &str, output: Output) -> ExitCode {
     let Some(flow) = flows.into_iter().find(|f| f.name == flow) else {
         print_err!("strait: --flow {flow:?} is not a flow of the config (expected SOURCE->TARGET)");
         return ExitCode::from(2);
     };
     let flow = Arc::new(flow);
     let result = async {
-        let mut translator = strait::checkpoint::translate::Translator::new(flow.clone())?;
+        let mut translator = strait::control::checkpoint::translate::Translator::new(flow.clone())?;
         translator.catch_up().await?;
-        let mut source = strait::checkpoint::groups::GroupClient::new(&flow.source)?;
+        let mut source = strait::control::checkpoint::groups::GroupClient::new(&flow.source)?;
         let partitions = translator.replicated_partitions(&source).await?;
         translator.translate_group(&mut source, group, &partitions).await
     }
@@ -146,27 +139,20 @@ async fn translate(config: Config, flow: &str, group: &str, output: Output) -> E
     ExitCode::SUCCESS
 }
 
-async fn run(config: Config) -> ExitCode {
-    let flows = match config.flows() {
-        Ok(f) => f,
-        Err(e) => {
-            print_err!("strait: invalid config: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let (stop, shutdown) = watch::channel(false);
+async fn run(flows: Vec<Flow>) -> ExitCode {
+    let cancel = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     for flow in flows {
         let flow = Arc::new(flow);
-        let shutdown = shutdown.clone();
-        tasks.spawn(async move { (flow.name.clone(), strait::flow::run_flow(flow, shutdown).await) });
+        let cancel = cancel.child_token();
+        tasks.spawn(async move { (flow.name.clone(), strait::flow::run_flow(flow, cancel).await) });
     }
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutdown requested: draining every flow (a second signal exits at once)");
-        stop.send_replace(true);
+        cancel.cancel();
         // A drain stuck on an unreachable cluster must not hold the process: positions are saved
-        // only after durability, so exiting now loses nothing (the batch is replayed at start).
+        // only after durability (or in the same transaction), so exiting now loses nothing (the batch is replayed at start).
         tokio::select! {
             _ = wait_for_signal() => tracing::error!("second signal: exiting without finishing the drain"),
             _ = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::error!("drain not finished after {DRAIN_TIMEOUT:?}: exiting; unsaved batches will be replayed at the next start"),

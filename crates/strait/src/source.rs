@@ -1,9 +1,10 @@
 //! KafkaSource: reads every partition of a flow's selected topics from the source cluster.
 //!
 //! Manual assignment (no consumer group, nothing written to the source), `read_committed` so
-//! aborted transactions never reach the target, resuming from the positions saved on the target
-//! ([`crate::positions`]), earliest where none. Topics and partitions that appear are picked up
-//! at the next refresh (every `refresh_topics_interval_ms`).
+//! aborted transactions never reach the target, starting from the positions it is given (read by
+//! the sink from the target, [`crate::positions`]), earliest where none. It saves nothing itself.
+//! Topics and partitions that appear are picked up at the next refresh (every
+//! `refresh_topics_interval_ms`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -16,24 +17,9 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 
 use crate::config::Flow;
-use crate::kafka::{blocking, client_config};
-use crate::positions::{PositionStore, Positions};
-
-/// A source record as it travels to the target: where it was and its Kafka key and value.
-/// Headers and the timestamp travel in the [`ConnectRecord`] around it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplicatedRecord {
-    /// Source topic.
-    pub topic: Arc<str>,
-    /// Source partition (the target partition is the same number).
-    pub partition: i32,
-    /// Upstream offset.
-    pub offset: i64,
-    /// Key bytes; `None` for a null key.
-    pub key: Option<Vec<u8>>,
-    /// Value bytes; `None` for a tombstone.
-    pub value: Option<Vec<u8>>,
-}
+use crate::kafka::{blocking, METADATA_TIMEOUT};
+use crate::positions::Positions;
+use crate::record::ReplicatedRecord;
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
@@ -41,12 +27,12 @@ pub struct KafkaSource {
     /// Topic names shared by every record of the topic.
     names: HashMap<String, Arc<str>>,
     flow: Arc<Flow>,
-    store: PositionStore,
     saved: Positions,
     assigned: HashSet<(String, i32)>,
+    /// Where a rewind restarts each assigned partition: after its last acknowledged record, or
+    /// where it was assigned.
+    resume: HashMap<(Arc<str>, i32), Offset>,
     next_refresh: Instant,
-    /// Offset and timestamp of the last polled record per partition, saved with positions.
-    last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
 }
 
 /// librdkafka settings of the source consumer (and of the position check's reader).
@@ -67,10 +53,12 @@ const CONSUMER_SETTINGS: &[(&str, &str)] = &[
 ];
 
 impl KafkaSource {
-    /// Connects to the source cluster and assigns every selected partition from its saved position
-    /// (earliest when none). Errors: a backend error when the source cluster cannot be listed.
-    pub async fn start(flow: Arc<Flow>, store: PositionStore, saved: Positions) -> ConnectResult<Self> {
-        let consumer: BaseConsumer = client_config(&flow.source, CONSUMER_SETTINGS)
+    /// Connects to the source cluster and assigns every selected partition from its position in
+    /// `saved` (earliest when none). Errors: a backend error when the source cluster cannot be listed.
+    pub async fn start(flow: Arc<Flow>, saved: Positions) -> ConnectResult<Self> {
+        let consumer: BaseConsumer = flow
+            .source
+            .client_config(CONSUMER_SETTINGS)
             .set("group.id", format!("strait-{}", flow.name))
             .create()
             .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
@@ -78,11 +66,10 @@ impl KafkaSource {
             consumer: Arc::new(consumer),
             names: HashMap::new(),
             flow,
-            store,
             saved,
             assigned: HashSet::new(),
+            resume: HashMap::new(),
             next_refresh: Instant::now(),
-            last: HashMap::new(),
         };
         let topics = source.refresh().await?;
         tracing::info!(
@@ -111,7 +98,7 @@ impl KafkaSource {
         if checks.is_empty() {
             return HashSet::new();
         }
-        let reader = client_config(&self.flow.source, CONSUMER_SETTINGS).set("group.id", "strait-position-check").create::<BaseConsumer>();
+        let reader = self.flow.source.client_config(CONSUMER_SETTINGS).set("group.id", "strait-position-check").create::<BaseConsumer>();
         let Ok(reader) = reader else { return HashSet::new() };
         blocking(move || {
             let mut tpl = TopicPartitionList::new();
@@ -143,10 +130,10 @@ impl KafkaSource {
     /// Lists the source's topics and assigns partitions not yet assigned. Returns the selected
     /// topic names.
     async fn refresh(&mut self) -> ConnectResult<BTreeSet<String>> {
-        self.next_refresh = Instant::now() + self.flow.refresh_interval();
+        self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
         let consumer = self.consumer.clone();
         let md = blocking(move || {
-            consumer.fetch_metadata(None, Duration::from_secs(10)).map(|md| {
+            consumer.fetch_metadata(None, METADATA_TIMEOUT).map(|md| {
                 md.topics()
                     .iter()
                     .filter(|t| t.error().is_none())
@@ -178,6 +165,7 @@ impl KafkaSource {
             };
             new.add_partition_offset(&topic, p, offset)
                 .map_err(|e| ConnectError::offset(format!("assign {topic} partition {p}"), e))?;
+            self.resume.insert((shared_name(&mut self.names, &topic), p), offset);
             self.assigned.insert((topic, p));
         }
         if new.count() > 0 {
@@ -187,6 +175,14 @@ impl KafkaSource {
                 .map_err(|e| ConnectError::backend("assign source partitions", e))?;
         }
         Ok(selected)
+    }
+}
+
+/// The one shared copy of a topic name.
+fn shared_name(names: &mut HashMap<String, Arc<str>>, topic: &str) -> Arc<str> {
+    match names.get(topic) {
+        Some(t) => t.clone(),
+        None => names.entry(topic.to_string()).or_insert_with(|| Arc::from(topic)).clone(),
     }
 }
 
@@ -205,10 +201,7 @@ fn to_record(m: &BorrowedMessage<'_>, names: &mut HashMap<String, Arc<str>>) -> 
         + key.as_ref().map_or(0, Vec::len)
         + value.as_ref().map_or(0, Vec::len)
         + headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len)).sum::<usize>();
-    let topic = match names.get(m.topic()) {
-        Some(t) => t.clone(),
-        None => names.entry(m.topic().to_string()).or_insert_with(|| Arc::from(m.topic())).clone(),
-    };
+    let topic = shared_name(names, m.topic());
     ConnectRecord {
         key: None,
         value: Some(ReplicatedRecord { topic: topic.clone(), partition: m.partition(), offset: m.offset(), key, value }),
@@ -259,38 +252,32 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         })
         .await;
         self.names = names;
-        for (i, r) in out.iter().enumerate() {
-            // Records of a partition come in runs: remember the last of each run.
-            let so = &r.source_offset;
-            if out.get(i + 1).is_none_or(|n| n.source_offset.partition != so.partition || n.source_offset.topic != so.topic) {
-                self.last.insert((so.topic.clone(), so.partition), (so.offset, r.timestamp_ms));
-            }
-        }
         Ok(out)
     }
 
-    async fn checkpoint(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
-        let with_timestamps: Vec<(SourceOffset, Option<i64>)> = positions
-            .iter()
-            .map(|p| {
-                let ts = self.last.get(&(p.topic.clone(), p.partition)).filter(|(o, _)| *o == p.offset).and_then(|(_, ts)| *ts);
-                (p.clone(), ts)
-            })
-            .collect();
-        self.store.save(&with_timestamps).await
-    }
-
-    async fn seek(&mut self, position: &SourceOffset) -> ConnectResult<()> {
-        let consumer = self.consumer.clone();
-        let p = position.clone();
-        blocking(move || consumer.seek(&p.topic, p.partition, Offset::Offset(p.offset), Duration::from_secs(10)))
-            .await
-            .map_err(|e| ConnectError::offset(format!("seek {} partition {} to {}", position.topic, position.partition, position.offset), e))
-    }
-
-    /// Nothing to release: the consumer keeps no per-record state once a record is polled.
-    async fn acknowledge(&mut self, _positions: &[SourceOffset]) -> ConnectResult<()> {
+    async fn acknowledge(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
+        for p in positions {
+            self.resume.insert((p.topic.clone(), p.partition), Offset::Offset(p.offset + 1));
+        }
         Ok(())
+    }
+
+    /// Re-assigns every partition at its resume point; librdkafka drops what it had prefetched.
+    async fn rewind(&mut self) -> ConnectResult<()> {
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, partition), offset) in &self.resume {
+            tpl.add_partition_offset(topic, *partition, *offset)
+                .map_err(|e| ConnectError::offset(format!("rewind {topic} partition {partition}"), e))?;
+        }
+        let consumer = self.consumer.clone();
+        blocking(move || {
+            let mut all = tpl.clone();
+            all.set_all_offsets(Offset::Invalid)?;
+            consumer.incremental_unassign(&all)?;
+            consumer.incremental_assign(&tpl)
+        })
+        .await
+        .map_err(|e| ConnectError::backend(format!("rewind the source of flow {}", self.flow.name), e))
     }
 
     async fn close(&mut self) -> ConnectResult<()> {

@@ -1,136 +1,271 @@
-//! TargetSink: where a source record is gated, renamed, loop-guarded and produced to the target,
-//! and where produce acks become offset syncs.
+//! TargetSink: the one writer of a flow's data path on the target. Here a source record is
+//! loop-guarded, gated by residency, renamed and produced; produce acks become offset syncs; and
+//! each commit writes the batch's offset syncs and source positions after its records — in one
+//! Kafka transaction in exactly-once mode.
 
-pub mod gate;
 pub mod loop_guard;
 pub mod service;
 pub mod syncs;
 pub mod topics;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseRecord, FutureProducer};
-use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink};
+use rdkafka::producer::{BaseRecord, FutureProducer, FutureRecord, Producer};
+use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
 
 use crate::admin::Admin;
-use crate::config::{ClusterConfig, Flow};
-use crate::kafka::{blocking, client_config};
-use crate::source::ReplicatedRecord;
+use crate::config::{Delivery, Flow, SyncsLocation};
+use crate::kafka::{acked, cluster_id, control_producer, enqueue};
+use crate::positions::{self, Positions, POSITIONS_TOPIC};
+use crate::record::ReplicatedRecord;
 use loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use service::ProduceService;
 use syncs::OffsetSyncWriter;
 use topics::TopicRouter;
 
-/// Producer settings Strait relies on: idempotence with acks=all keeps per-partition order and
-/// no duplicates across retries; CreateTime timestamps are set per record.
+/// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
+/// duplicates across retries; CreateTime timestamps are set per record.
 const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("enable.idempotence", "true"),
-    // A batch that fails for good (say, too large for the target) stops the producer instead of
-    // letting later batches of the partition through: no gap, no reordering on the target.
-    ("enable.gapless.guarantee", "true"),
     ("acks", "all"),
     ("linger.ms", "5"),
     ("batch.size", "1000000"),
     ("compression.type", "none"),
-    ("message.timeout.ms", "300000"),
     ("queue.buffering.max.kbytes", "32768"),
     // librdkafka's default (1,000,000) is below the broker's (1,048,588); let the target topic's
     // max.message.bytes decide, as for any Kafka client.
     ("message.max.bytes", "104857600"),
 ];
 
+/// Added in at-least-once mode.
+const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
+    // A batch that fails for good (say, too large for the target) stops the producer instead of
+    // letting later batches of the partition through: no gap, no reordering on the target.
+    // (Transactions get the same from aborting the batch.)
+    ("enable.gapless.guarantee", "true"),
+    ("message.timeout.ms", "300000"),
+];
+
+/// Broker answers that no retry can change: the flow stops on them, naming the record.
+const PERMANENT: &[RDKafkaErrorCode] = &[
+    RDKafkaErrorCode::MessageSizeTooLarge,
+    RDKafkaErrorCode::InvalidRecord,
+    RDKafkaErrorCode::InvalidTimestamp,
+    RDKafkaErrorCode::TopicAuthorizationFailed,
+    RDKafkaErrorCode::ClusterAuthorizationFailed,
+    RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
+    RDKafkaErrorCode::InvalidMessage,
+    RDKafkaErrorCode::PolicyViolation,
+];
+
 /// What the sink remembers of a produced record until its ack.
-struct InFlight {
-    /// Source topic.
-    topic: Arc<str>,
-    partition: i32,
-    upstream: i64,
-    /// Key + value + header bytes, for error messages.
-    bytes: usize,
+enum InFlight {
+    /// A replicated record: its source topic, partition, upstream offset and size (bytes).
+    Record { topic: Arc<str>, partition: i32, upstream: i64, bytes: usize },
+    /// An offset sync of the batch.
+    OffsetSync(OffsetSync),
+    /// A source position of the batch.
+    Position(SourceOffset),
 }
 
-/// The [`Sink`] of a flow: writes [`ReplicatedRecord`]s to the target cluster.
+/// The [`Sink`] of a flow: writes [`ReplicatedRecord`]s, offset syncs and positions to the target.
 pub struct TargetSink {
     flow: Arc<Flow>,
     service: ProduceService<InFlight>,
     router: TopicRouter,
     guard: LoopGuard,
     syncs: OffsetSyncWriter,
+    /// `mm2-offset-syncs.<alias>.internal`.
+    syncs_topic: String,
+    /// Producer for offset syncs kept on the source cluster (KIP-716 `source`; at-least-once only).
+    source_syncs: Option<FutureProducer>,
+    /// `transaction.timeout.ms`, in exactly-once mode.
+    transaction_timeout: Option<Duration>,
+    /// Offset and timestamp (ms) of the last record put per source partition, saved with positions.
+    last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
     loop_drops: u64,
 }
 
-/// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: a backend error when the
-/// cluster does not answer.
-async fn cluster_id(cluster: &ClusterConfig) -> ConnectResult<String> {
-    let client: BaseConsumer =
-        client_config(cluster, &[]).create().map_err(|e| ConnectError::backend(format!("client for {}", cluster.alias), e))?;
-    blocking(move || client.client().fetch_cluster_id(Duration::from_secs(10))).await.ok_or_else(|| {
-        ConnectError::backend(format!("connect to {} ({})", cluster.alias, cluster.bootstrap_servers), "no cluster id within 10 s")
-    })
-}
-
 impl TargetSink {
-    /// Connects an idempotent producer (acks=all) to the target, learns both cluster ids and
-    /// ensures the offset-syncs topic (one partition, compacted) where the flow puts it.
-    /// Errors: a backend error if a cluster cannot be reached or the topic cannot be created.
-    pub async fn start(flow: Arc<Flow>) -> ConnectResult<Self> {
-        let target_id = cluster_id(&flow.target).await?;
-        let source_id = cluster_id(&flow.source).await?;
-        let service = ProduceService::new(&flow.target, PRODUCER_SETTINGS)
-            .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
+    /// Connects the target producer, learns both cluster ids, ensures the positions and
+    /// offset-syncs topics (one partition, compacted) and returns the sink with the flow's saved
+    /// positions, from which the source starts. In exactly-once mode `init_transactions` runs
+    /// first: it fences any previous instance of the flow and completes its open transaction, so
+    /// the positions read next (`read_committed`) are the last committed ones.
+    /// Errors: a backend error if a cluster cannot be reached or a topic created or read.
+    pub async fn start(flow: Arc<Flow>) -> ConnectResult<(Self, Positions)> {
+        let target_id = cluster_id(&flow.target).await.map_err(|e| ConnectError::backend("connect to the target", e))?;
+        let source_id = cluster_id(&flow.source).await.map_err(|e| ConnectError::backend("connect to the source", e))?;
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
-        let syncs_producer: FutureProducer = client_config(syncs_cluster, &[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5")])
-            .create()
-            .map_err(|e| ConnectError::backend(format!("offset-syncs producer for {}", syncs_cluster.alias), e))?;
-        Admin::new(syncs_cluster)
-            .map_err(|e| ConnectError::backend("admin client", e))?
-            .create_topic(&syncs_topic, 1, flow.settings.replication_factor, &[("cleanup.policy".into(), "compact".into())])
+        let rf = flow.replication_factor;
+        let created = async {
+            Admin::new(&flow.target)?.create_state_topic(POSITIONS_TOPIC, rf).await?;
+            Admin::new(syncs_cluster)?.create_state_topic(&syncs_topic, rf).await
+        };
+        created.await.map_err(|e| ConnectError::backend(format!("create {POSITIONS_TOPIC} and {syncs_topic}"), e))?;
+        let transaction_timeout = match flow.delivery {
+            Delivery::AtLeastOnce => None,
+            Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
+        };
+        let timeout_ms = transaction_timeout.map(|t| t.as_millis().to_string());
+        let transactional_id = flow.transactional_id();
+        let mut settings = PRODUCER_SETTINGS.to_vec();
+        match &timeout_ms {
+            None => settings.extend_from_slice(AT_LEAST_ONCE_SETTINGS),
+            Some(ms) => settings.extend_from_slice(&[
+                ("transactional.id", transactional_id.as_str()),
+                ("transaction.timeout.ms", ms.as_str()),
+                // librdkafka requires message.timeout.ms <= transaction.timeout.ms.
+                ("message.timeout.ms", ms.as_str()),
+            ]),
+        }
+        let service = ProduceService::new(&flow.target, &settings)
+            .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
+        if let Some(timeout) = transaction_timeout {
+            service.transaction(move |p| p.init_transactions(timeout)).await.map_err(|e| {
+                ConnectError::transaction(format!("init transactions of {transactional_id} on {}", flow.target.alias), e)
+            })?;
+            tracing::info!(flow = %flow.name, transactional_id, "exactly-once: transactions initialised; any previous instance is fenced");
+        }
+        let saved = positions::load(&flow.target, &flow.name)
             .await
-            .map_err(|e| ConnectError::backend(format!("create {syncs_topic} on {}", syncs_cluster.alias), e))?;
-        Ok(Self {
+            .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
+        let source_syncs = match flow.offset_syncs_location {
+            SyncsLocation::Target => None,
+            SyncsLocation::Source => Some(
+                control_producer(syncs_cluster).map_err(|e| ConnectError::backend("offset-syncs producer for the source", e))?,
+            ),
+        };
+        let sink = Self {
             router: TopicRouter::new(flow.clone())?,
             guard: LoopGuard::new(source_id, target_id),
-            syncs: OffsetSyncWriter::new(syncs_producer, syncs_topic, flow.settings.offset_lag_max),
+            syncs: OffsetSyncWriter::new(flow.offset_lag_max),
+            syncs_topic,
+            source_syncs,
+            transaction_timeout,
+            last: HashMap::new(),
             flow,
             service,
             loop_drops: 0,
-        })
+        };
+        Ok((sink, saved))
     }
 
-    /// Returns and clears the offset syncs written since the last call (for checkpointing).
-    pub fn drain_offset_syncs(&mut self) -> Vec<OffsetSync> {
-        self.syncs.drain()
+    /// A [`ConnectError`] for a failed write described by `context`: a fenced producer stops
+    /// the flow saying so; a permanent broker answer stops it naming the record; anything else
+    /// is retriable in exactly-once mode (the batch is aborted and replayed) and final otherwise
+    /// (librdkafka already retried until `message.timeout.ms`).
+    fn failure(&self, context: String, e: KafkaError) -> ConnectError {
+        if let Some((code, reason)) = self.service.fatal_error() {
+            let fenced =
+                matches!(code, RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch);
+            if fenced {
+                return ConnectError::transaction(
+                    format!(
+                        "flow {}: fenced by another instance of this flow (transactional.id {}); this instance stops ({context})",
+                        self.flow.name,
+                        self.flow.transactional_id()
+                    ),
+                    reason,
+                );
+            }
+            return ConnectError::backend(format!("{context}: the producer failed for good"), reason);
+        }
+        let permanent = e.rdkafka_error_code().is_some_and(|c| PERMANENT.contains(&c));
+        if self.transaction_timeout.is_some() && !permanent {
+            ConnectError::retriable(context, e)
+        } else {
+            ConnectError::backend(context, e)
+        }
     }
-}
 
-fn produce_error(flow: &Flow, (r, e): (InFlight, KafkaError)) -> ConnectError {
-    let (topic, partition, offset, bytes) = (r.topic, r.partition, r.upstream, r.bytes);
-    ConnectError::backend(
-        format!(
-            "flow {} topic {topic} partition {partition} offset {offset}: record of {bytes} bytes could not be produced to {}",
-            flow.name, flow.target.alias
-        ),
-        e,
-    )
+    fn produce_error(&self, (what, e): (InFlight, KafkaError)) -> ConnectError {
+        let (flow, target) = (&self.flow.name, &self.flow.target.alias);
+        let context = match what {
+            InFlight::Record { topic, partition, upstream, bytes } => format!(
+                "flow {flow} topic {topic} partition {partition} offset {upstream}: record of {bytes} bytes could not be produced to {target}"
+            ),
+            InFlight::OffsetSync(s) => format!(
+                "flow {flow}: offset sync {} partition {} {}->{} could not be written to {}",
+                s.topic, s.partition, s.upstream.0, s.downstream.0, self.syncs_topic
+            ),
+            InFlight::Position(p) => format!(
+                "flow {flow}: position of {} partition {} offset {} could not be saved to {POSITIONS_TOPIC}",
+                p.topic, p.partition, p.offset
+            ),
+        };
+        self.failure(context, e)
+    }
+
+    /// Writes offset syncs to the source cluster and waits for their acks (KIP-716 `source`).
+    async fn write_syncs_to_source(&self, producer: &FutureProducer, syncs: &[OffsetSync]) -> ConnectResult<()> {
+        let mut acks = Vec::with_capacity(syncs.len());
+        for sync in syncs {
+            let (key, value) = (sync.encode_key(), sync.encode_value());
+            let record = FutureRecord::to(&self.syncs_topic).partition(0).key(&key[..]).payload(&value[..]);
+            acks.push(enqueue(producer, record).await);
+        }
+        for (sync, ack) in syncs.iter().zip(acks) {
+            let written = match ack {
+                Ok(ack) => acked(ack).await,
+                Err(e) => Err(e),
+            };
+            written.map_err(|e| self.produce_error((InFlight::OffsetSync(sync.clone()), e)))?;
+        }
+        Ok(())
+    }
+
+    /// Runs a transactional call, retrying while librdkafka says it is retriable, up to the
+    /// transaction timeout. Errors through [`TargetSink::failure`].
+    async fn transaction_call(
+        &self,
+        what: &str,
+        call: impl Fn(&service::DataProducer, Duration) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
+    ) -> ConnectResult<()> {
+        let timeout = self.transaction_timeout.unwrap_or(Duration::from_secs(60));
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let call = call.clone();
+            match self.service.transaction(move |p| call(p, timeout)).await {
+                Ok(()) => return Ok(()),
+                Err(KafkaError::Transaction(e)) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(flow = %self.flow.name, error = %e, "{what} failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(self.failure(format!("flow {}: {what}", self.flow.name), e)),
+            }
+        }
+    }
 }
 
 #[async_trait]
 impl Sink<(), ReplicatedRecord> for TargetSink {
     async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
         let syncs = &mut self.syncs;
-        let mut on_ack = |r: InFlight, downstream: i64| syncs.acked(&r.topic, r.partition, r.upstream, downstream);
+        let mut on_ack = |r: InFlight, downstream: i64| {
+            if let InFlight::Record { topic, partition, upstream, .. } = r {
+                syncs.acked(&topic, partition, upstream, downstream);
+            }
+        };
+        let mut previous: Option<(Arc<str>, i32, i64, Option<i64>)> = None;
         for mut record in batch {
             let Some(r) = record.value.take() else { continue };
+            // Records of a partition come in runs: remember the last of each run for positions.
+            if let Some((topic, partition, offset, ts)) = previous.take().filter(|p| p.1 != r.partition || p.0 != r.topic) {
+                self.last.insert((topic, partition), (offset, ts));
+            }
+            previous = Some((r.topic.clone(), r.partition, r.offset, record.timestamp_ms));
             let Some(provenance) = self.guard.pass(&mut record.headers) else {
                 self.loop_drops += 1;
                 continue;
             };
+            // Residency, renaming and the target topic's existence, decided once per topic.
             let Some(target) = self.router.route(&r.topic, r.partition, self.service.producer()).await? else { continue };
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len() + 1);
             for h in &record.headers {
@@ -147,27 +282,88 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             if let Some(ts) = record.timestamp_ms {
                 out = out.timestamp(ts);
             }
-            let meta = InFlight { topic: r.topic.clone(), partition: r.partition, upstream: r.offset, bytes: record.size_bytes };
-            self.service.send(out, meta, &mut on_ack).await.map_err(|f| produce_error(&self.flow, f))?;
+            let meta = InFlight::Record { topic: r.topic.clone(), partition: r.partition, upstream: r.offset, bytes: record.size_bytes };
+            if let Err(failed) = self.service.send(out, meta, &mut on_ack).await {
+                return Err(self.produce_error(failed));
+            }
+        }
+        if let Some((topic, partition, offset, ts)) = previous {
+            self.last.insert((topic, partition), (offset, ts));
         }
         Ok(())
     }
 
-    async fn flush(&mut self) -> ConnectResult<()> {
+    /// Awaits every record's ack, then writes the batch's offset syncs and `positions` and awaits
+    /// theirs; in exactly-once mode commits the transaction holding all three.
+    async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
         let syncs = &mut self.syncs;
-        let mut on_ack = |r: InFlight, downstream: i64| syncs.acked(&r.topic, r.partition, r.upstream, downstream);
-        self.service.wait_acks(0, &mut on_ack).await.map_err(|f| produce_error(&self.flow, f))?;
-        self.syncs.flush().await
+        let mut on_ack = |r: InFlight, downstream: i64| {
+            if let InFlight::Record { topic, partition, upstream, .. } = r {
+                syncs.acked(&topic, partition, upstream, downstream);
+            }
+        };
+        if let Err(failed) = self.service.wait_acks(0, &mut on_ack).await {
+            return Err(self.produce_error(failed));
+        }
+        let decided = self.syncs.take();
+        if let Some(producer) = &self.source_syncs {
+            self.write_syncs_to_source(producer, &decided).await?;
+        } else {
+            for sync in decided {
+                let (key, value) = (sync.encode_key(), sync.encode_value());
+                let record = BaseRecord::with_opaque_to(&self.syncs_topic, 0).partition(0).key(&key[..]).payload(&value[..]);
+                if let Err(failed) = self.service.send(record, InFlight::OffsetSync(sync), &mut |_, _| {}).await {
+                    return Err(self.produce_error(failed));
+                }
+            }
+        }
+        for p in positions {
+            let ts = self.last.get(&(p.topic.clone(), p.partition)).filter(|(o, _)| *o == p.offset).and_then(|(_, ts)| *ts);
+            let (key, value) = positions::encode(&self.flow.name, p, ts);
+            let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
+            if let Err(failed) = self.service.send(record, InFlight::Position(p.clone()), &mut |_, _| {}).await {
+                return Err(self.produce_error(failed));
+            }
+        }
+        if let Err(failed) = self.service.wait_acks(0, &mut |_, _| {}).await {
+            return Err(self.produce_error(failed));
+        }
+        if self.transaction_timeout.is_some() {
+            self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+        }
+        Ok(())
+    }
+
+    fn supports_transactions(&self) -> bool {
+        self.transaction_timeout.is_some()
+    }
+
+    async fn begin(&mut self) -> ConnectResult<()> {
+        if self.transaction_timeout.is_some() {
+            self.transaction_call("begin transaction", |p, _| p.begin_transaction()).await?;
+        }
+        Ok(())
+    }
+
+    /// Aborts the open transaction; acks of its records still to come are ignored, and offset
+    /// syncs restart from the next record of each partition.
+    async fn abort(&mut self) -> ConnectResult<()> {
+        if self.transaction_timeout.is_none() {
+            return Err(ConnectError::transaction("abort", "an at-least-once sink has no transactions"));
+        }
+        self.transaction_call("abort transaction", |p, timeout| p.abort_transaction(timeout)).await?;
+        self.service.forget_in_flight();
+        self.syncs.reset();
+        Ok(())
     }
 
     async fn close(&mut self) -> ConnectResult<()> {
-        let result = self.flush().await;
         for (topic, dropped) in self.router.residency_drops() {
             tracing::info!(flow = %self.flow.name, topic, dropped, "records withheld by residency");
         }
         if self.loop_drops > 0 {
             tracing::info!(flow = %self.flow.name, dropped = self.loop_drops, "records dropped by the loop guard");
         }
-        result
+        Ok(())
     }
 }

@@ -1,5 +1,6 @@
-//! The one place that talks to the target's data producer: queues records, applies backpressure
-//! when librdkafka's queue is full, and hands back acks in produce order.
+//! The one place that talks to the target's producer: queues records, applies backpressure
+//! when librdkafka's queue is full, hands back acks in produce order, and (in exactly-once mode)
+//! runs its transactions.
 //!
 //! Acks come from librdkafka's delivery callback (on the producer's polling thread) tagged with a
 //! sequence number, not a future per record: no allocation per record beyond librdkafka's copy.
@@ -11,11 +12,11 @@ use std::time::Duration;
 use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use tokio::sync::mpsc;
 
 use crate::config::ClusterConfig;
-use crate::kafka::client_config;
+use crate::kafka::blocking;
 
 /// Sends each delivery report (sequence number, downstream offset or error) to the sink.
 pub struct AckContext {
@@ -37,7 +38,8 @@ impl ProducerContext for AckContext {
     }
 }
 
-/// The data producer (idempotent, acks=all, polled by its own thread).
+/// The target producer (idempotent, acks=all, polled by its own thread; transactional in
+/// exactly-once mode).
 pub type DataProducer = ThreadedProducer<AckContext>;
 
 /// A produced record awaiting its ack, as the caller described it.
@@ -62,7 +64,7 @@ impl<M> ProduceService<M> {
     /// A producer for `cluster` with `settings` (cluster overrides win). Errors: invalid config.
     pub fn new(cluster: &ClusterConfig, settings: &[(&str, &str)]) -> Result<Self, KafkaError> {
         let (tx, acks) = mpsc::unbounded_channel();
-        let producer = client_config(cluster, settings).create_with_context(AckContext { acks: tx })?;
+        let producer = cluster.client_config(settings).create_with_context(AckContext { acks: tx })?;
         Ok(Self { producer: Arc::new(producer), acks, in_flight: VecDeque::new(), first_seq: 0 })
     }
 
@@ -71,9 +73,26 @@ impl<M> ProduceService<M> {
         &self.producer
     }
 
-    /// Records in flight.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
+    /// Forgets every record in flight (after an aborted transaction): their acks, still to come,
+    /// are ignored.
+    pub fn forget_in_flight(&mut self) {
+        self.first_seq += self.in_flight.len();
+        self.in_flight.clear();
+    }
+
+    /// Runs a blocking transactional call of the producer (`init_transactions`,
+    /// `commit_transaction`...) off the async workers.
+    pub async fn transaction<T: Send + 'static>(
+        &self,
+        call: impl FnOnce(&DataProducer) -> Result<T, KafkaError> + Send + 'static,
+    ) -> Result<T, KafkaError> {
+        let producer = self.producer.clone();
+        blocking(move || call(&producer)).await
+    }
+
+    /// The producer's fatal error, if it has one (for instance fenced by a newer instance).
+    pub fn fatal_error(&self) -> Option<(RDKafkaErrorCode, String)> {
+        self.producer.client().fatal_error()
     }
 
     /// Queues `record` described by `meta`. While librdkafka's queue is full, waits for acks,

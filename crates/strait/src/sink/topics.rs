@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use strait_connect::{ConnectError, ConnectResult};
 
-use crate::admin::{await_producer_metadata, Admin};
+use super::service::DataProducer;
+use crate::admin::{Admin, ADMIN_TIMEOUT};
 use crate::config::Flow;
-use crate::sink::gate::names_of;
-use crate::sink::service::DataProducer;
+use crate::kafka::await_producer_metadata;
+use crate::residency::names_of;
 
 /// The decision for one source topic.
 enum Route {
@@ -57,7 +58,7 @@ impl TopicRouter {
         }
         let target = self.flow.policy.remote_topic(&self.flow.source.alias, topic);
         let partitions = self.ensure_target(topic, &target, partition).await?;
-        await_producer_metadata(producer, &target, partition as usize + 1)
+        await_producer_metadata(producer, &target, partition as usize + 1, ADMIN_TIMEOUT)
             .await
             .map_err(|e| ConnectError::backend(format!("target topic {target} partition {partition} not visible"), e))?;
         let target: Arc<str> = target.into();
@@ -79,7 +80,7 @@ impl TopicRouter {
             None => {
                 let configs = self.source.replicable_configs(topic).await.map_err(|e| fail("read source topic configs", e))?;
                 self.target
-                    .create_topic(target, source_partitions, self.flow.settings.replication_factor, &configs)
+                    .create_topic(target, source_partitions, self.flow.replication_factor, &configs)
                     .await
                     .map_err(|e| fail("create target topic", e))?;
                 tracing::info!(flow = %self.flow.name, topic, target, partitions = source_partitions, configs = ?configs, "created target topic");

@@ -1,10 +1,12 @@
-//! TargetSink used directly, as a connector runtime would: put, flush, drain_offset_syncs, close.
+//! TargetSink used directly, as the connector runtime would: put, commit (records, then offset
+//! syncs and positions), abort and close, in both delivery modes.
 
 use std::sync::Arc;
 
 use strait::config::Config;
 use strait::sink::TargetSink;
-use strait::source::ReplicatedRecord;
+use strait::positions::{self, Saved};
+use strait::record::ReplicatedRecord;
 use strait_connect::{ConnectRecord, Header, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
 
@@ -27,29 +29,42 @@ fn record(topic: &Arc<str>, offset: i64, value: Option<&str>) -> ConnectRecord<(
     }
 }
 
+fn sink_flow(src: &str, dst: &str, flow_extra: &str) -> Arc<strait::config::Flow> {
+    let toml = two_cluster_config((src, &cluster(1), ""), (dst, &cluster(2), ""), flow_extra, "");
+    Arc::new(Config::parse(&toml).unwrap().remove(0))
+}
+
+/// The offset syncs of `topic` in `<src>`'s offset-syncs topic on the target, as (upstream, downstream).
+fn written_syncs(b: &str, src: &str, topic: &str) -> Vec<(i64, i64)> {
+    read_all(b, &format!("mm2-offset-syncs.{src}.internal"), true)
+        .remove(&0)
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| OffsetSync::decode(r.key.as_deref().unwrap(), r.value.as_deref().unwrap()).unwrap())
+        .filter(|s| s.topic == topic)
+        .map(|s| (s.upstream.0, s.downstream.0))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn target_sink_put_flush_drain_offset_syncs_close() {
+async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     let (a, b) = (cluster(1), cluster(2));
     let p = unique("sink");
     let (src, dst) = (format!("{p}s"), format!("{p}d"));
     let topic: Arc<str> = Arc::from(format!("{p}-t").as_str());
     create_topic(&a, &topic, 1, &[]).await;
-    let toml = two_cluster_config((&src, &a, ""), (&dst, &b, ""), "offset_lag_max = 3", "");
-    let flow = Arc::new(Config::parse(&toml).unwrap().flows().unwrap().remove(0));
-    let mut sink = TargetSink::start(flow).await.expect("sink starts against real brokers");
+    let flow = sink_flow(&src, &dst, "offset_lag_max = 3");
+    let (mut sink, saved) = TargetSink::start(flow.clone()).await.expect("sink starts against real brokers");
     assert!(!sink.supports_transactions(), "at-least-once sink");
+    assert!(saved.is_empty(), "a new flow has no positions");
 
     // Offsets 0..=9 with a record without payload at 5 (skipped, so upstream 6 follows a gap).
     let batch: Vec<_> = (0..10).map(|o| record(&topic, o, (o != 5).then_some("v"))).collect();
     sink.put(batch).await.unwrap();
-    sink.flush().await.unwrap();
-    let syncs = sink.drain_offset_syncs();
-    assert!(sink.drain_offset_syncs().is_empty(), "drain clears");
-    let pairs: Vec<(i64, i64)> = syncs.iter().map(|s| (s.upstream.0, s.downstream.0)).collect();
+    sink.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 9 }]).await.unwrap();
     // MM2's rule with offset_lag_max 3: first record, lag reached at down 4, the gap at up 6,
-    // and the last record promoted on flush.
-    assert_eq!(pairs, vec![(0, 0), (4, 4), (6, 5), (9, 8)]);
-    assert!(syncs.iter().all(|s| s.topic == *topic && s.partition == 0));
+    // and the last record promoted at commit.
+    assert_eq!(written_syncs(&b, &src, &topic), vec![(0, 0), (4, 4), (6, 5), (9, 8)]);
 
     let remote = format!("{src}.{topic}");
     let on_target = read_all(&b, &remote, true).remove(&0).unwrap();
@@ -60,13 +75,58 @@ async fn target_sink_put_flush_drain_offset_syncs_close() {
     assert_eq!(first.headers[0], ("h".to_string(), None), "headers kept, null value included");
     assert_eq!(first.headers[1].0, "strait.provenance", "provenance header added last");
 
-    let written: Vec<OffsetSync> = read_all(&b, &format!("mm2-offset-syncs.{src}.internal"), true)
-        .remove(&0)
-        .unwrap()
-        .into_iter()
-        .map(|(_, r)| OffsetSync::decode(r.key.as_deref().unwrap(), r.value.as_deref().unwrap()).unwrap())
-        .filter(|s| s.topic == *topic)
-        .collect();
-    assert_eq!(written, syncs, "drained syncs are the ones written");
+    let saved = positions::load(&flow.target, &flow.name).await.unwrap();
+    assert_eq!(saved.get(&(topic.to_string(), 0)), Some(&Saved { next_offset: 10, last_timestamp: Some(1_700_000_000_009) }));
     sink.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("txsink");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic: Arc<str> = Arc::from(format!("{p}-t").as_str());
+    create_topic(&a, &topic, 1, &[]).await;
+    let flow = sink_flow(&src, &dst, "offset_lag_max = 3\ndelivery = \"exactly_once\"");
+    let (mut sink, _) = TargetSink::start(flow.clone()).await.expect("transactional sink starts");
+    assert!(sink.supports_transactions());
+
+    // A batch written and aborted: records, syncs and positions all invisible to read_committed.
+    sink.begin().await.unwrap();
+    sink.put((0..6).map(|o| record(&topic, o, Some("aborted"))).collect()).await.unwrap();
+    // Let them reach the log (linger is 5 ms), so the abort has written records to hide.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    sink.abort().await.unwrap();
+    // The same records again, committed.
+    sink.begin().await.unwrap();
+    sink.put((0..6).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
+    sink.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 5 }]).await.unwrap();
+
+    let remote = format!("{src}.{topic}");
+    let on_target = read_all(&b, &remote, true).remove(&0).unwrap();
+    let keys: Vec<Vec<u8>> = on_target.iter().map(|(_, r)| r.key.clone().unwrap()).collect();
+    assert_eq!(keys, (0..6).map(|o| format!("k{o}").into_bytes()).collect::<Vec<_>>(), "each record once, in order");
+    assert!(on_target.iter().all(|(_, r)| r.value.as_deref() == Some(&b"v"[..])), "nothing of the aborted batch");
+    // Downstream offsets of the committed copy come after the aborted one (0..=5) and its marker.
+    let downstream: Vec<i64> = on_target.iter().map(|(o, _)| *o).collect();
+    assert_eq!(downstream, (7..13).collect::<Vec<i64>>());
+    assert_eq!(written_syncs(&b, &src, &topic), vec![(0, 7), (4, 11), (5, 12)], "only the committed batch's syncs");
+    let saved = positions::load(&flow.target, &flow.name).await.unwrap();
+    assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(6));
+
+    // A second sink of the same flow fences the first, which then fails saying so.
+    let (mut second, resumed) = TargetSink::start(flow.clone()).await.expect("second instance starts");
+    assert_eq!(resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(6), "resumes at the committed position");
+    let fenced = async {
+        sink.begin().await?;
+        sink.put(vec![record(&topic, 6, Some("zombie"))]).await?;
+        sink.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 6 }]).await
+    }
+    .await
+    .expect_err("the fenced instance cannot commit");
+    assert!(fenced.to_string().contains("fenced by another instance"), "{fenced}");
+    assert!(!fenced.is_retriable());
+    second.close().await.unwrap();
+    let values: Vec<Vec<u8>> = read_all(&b, &remote, true).remove(&0).unwrap().into_iter().map(|(_, r)| r.value.unwrap()).collect();
+    assert!(!values.contains(&b"zombie".to_vec()), "the zombie's record never becomes visible");
 }

@@ -1,8 +1,51 @@
-//! Residency gate: topics restricted to compliance zones never reach a target outside them.
+//! Residency: topics restricted to compliance zones never reach a target outside them. Owns its
+//! `[residency]` config types; a leaf below [`crate::config`].
 
 use regex::Regex;
+use serde::Deserialize;
 
-use crate::config::{ConfigError, ResidencyConfig, ResidencyDefault};
+use crate::rules::{compile, err, ConfigError};
+
+/// Residency: which topics may be written to which zones (`[residency]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResidencyConfig {
+    /// What happens to a topic that no policy names: `allow` (default) or `deny`.
+    #[serde(default)]
+    pub default: ResidencyDefault,
+    /// Policies; a topic named by several must pass them all.
+    #[serde(default)]
+    pub policies: Vec<ResidencyPolicy>,
+}
+
+/// The rule for topics that no residency policy names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResidencyDefault {
+    /// Replicate anywhere.
+    #[default]
+    Allow,
+    /// Replicate nowhere.
+    Deny,
+}
+
+/// One residency policy (`[[residency.policies]]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResidencyPolicy {
+    /// Name used in logs and errors.
+    pub name: String,
+    /// Regexes (whole-name match) of the topics it governs; matched against the source topic
+    /// name and each suffix after a separator (so `eu.customers` is also `customers`), so
+    /// renaming cannot escape it.
+    pub topics: Vec<String>,
+    /// If non-empty, every zone of the target must be listed here (a target with no zones fails).
+    #[serde(default)]
+    pub allow_zones: Vec<String>,
+    /// No zone of the target may be listed here. Deny wins over allow.
+    #[serde(default)]
+    pub deny_zones: Vec<String>,
+}
 
 /// One compiled policy.
 #[derive(Debug, Clone)]
@@ -27,17 +70,14 @@ impl ResidencyRules {
         for (i, p) in config.policies.iter().enumerate() {
             let field = format!("residency.policies[{i}]");
             if p.name.trim().is_empty() {
-                return Err(ConfigError { field: format!("{field}.name"), message: "must not be empty".into() });
+                return Err(err(format!("{field}.name"), "must not be empty"));
             }
             if p.topics.is_empty() {
-                return Err(ConfigError { field: format!("{field}.topics"), message: "must list at least one regex".into() });
+                return Err(err(format!("{field}.topics"), "must list at least one regex"));
             }
-            let topics = crate::config::compile(&format!("{field}.topics"), &p.topics)?;
+            let topics = compile(&format!("{field}.topics"), &p.topics)?;
             if let Some(z) = p.allow_zones.iter().find(|z| p.deny_zones.contains(z)) {
-                return Err(ConfigError {
-                    field: format!("{field}.deny_zones"),
-                    message: format!("zone {z:?} is both allowed and denied"),
-                });
+                return Err(err(format!("{field}.deny_zones"), format!("zone {z:?} is both allowed and denied")));
             }
             policies.push(Policy {
                 name: p.name.clone(),
@@ -115,7 +155,6 @@ impl ResidencyGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ResidencyPolicy;
 
     fn rules(default: ResidencyDefault) -> ResidencyRules {
         ResidencyRules::compile(&ResidencyConfig {

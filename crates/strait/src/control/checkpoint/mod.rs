@@ -8,18 +8,16 @@ pub mod translate;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use strait_mm2::{should_emit_checkpoint, Checkpoint, DownstreamOffset, UpstreamOffset};
-use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
 
 use crate::admin::Admin;
 use crate::config::Flow;
-use crate::flow::stopped;
-use crate::kafka::{acked, client_config, enqueue, read_to_end};
+use crate::kafka::{acked, enqueue, read_to_end};
 use groups::GroupClient;
 use translate::{Translation, Translator};
 
@@ -45,12 +43,11 @@ pub struct CheckpointTask {
 impl CheckpointTask {
     /// Ensures the checkpoints topic (one partition, compacted) on the target and reloads the last
     /// checkpoint per (group, topic, partition) from it, so a restart never emits a rewind.
+    /// Checkpoints are written with `producer`, the flow's control producer.
     /// Errors: the target cannot be reached or the topic cannot be created or read.
-    pub async fn start(flow: Arc<Flow>) -> Result<Self, KafkaError> {
+    pub async fn start(flow: Arc<Flow>, producer: FutureProducer) -> Result<Self, KafkaError> {
         let topic = flow.policy.checkpoints_topic(&flow.source.alias);
-        Admin::new(&flow.target)?
-            .create_topic(&topic, 1, flow.settings.replication_factor, &[("cleanup.policy".into(), "compact".into())])
-            .await?;
+        Admin::new(&flow.target)?.create_state_topic(&topic, flow.replication_factor).await?;
         let mut emitted = Emitted::new();
         for (_, k, v) in read_to_end(&flow.target, &topic).await? {
             match Checkpoint::decode(&k, &v) {
@@ -60,7 +57,6 @@ impl CheckpointTask {
                 Err(e) => tracing::warn!(topic, error = %e, "skipping undecodable checkpoint"),
             }
         }
-        let producer = client_config(&flow.target, &[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5")]).create()?;
         Ok(Self {
             translator: Translator::new(flow.clone())?,
             source_groups: GroupClient::new(&flow.source)?,
@@ -75,25 +71,22 @@ impl CheckpointTask {
         })
     }
 
-    /// Runs until `shutdown`: checkpoints every `emit_checkpoints_interval_ms`, groups re-listed
+    /// Runs until `cancel`: checkpoints every `emit_checkpoints_interval_ms`, groups re-listed
     /// every `refresh_groups_interval_ms`, group offsets synced every
     /// `sync_group_offsets_interval_ms` when enabled. A failed cycle is logged and retried at the
     /// next tick; it never stops replication.
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let s = &self.flow.settings;
-        let mut checkpoints = tokio::time::interval(Duration::from_millis(s.emit_checkpoints_interval_ms));
-        let mut groups = tokio::time::interval(Duration::from_millis(s.refresh_groups_interval_ms));
-        let mut sync = tokio::time::interval_at(
-            Instant::now() + Duration::from_millis(s.sync_group_offsets_interval_ms),
-            Duration::from_millis(s.sync_group_offsets_interval_ms),
-        );
+    pub async fn run(mut self, cancel: CancellationToken) {
+        let f = &self.flow;
+        let mut checkpoints = tokio::time::interval(f.emit_checkpoints_interval);
+        let mut groups = tokio::time::interval(f.refresh_groups_interval);
+        let mut sync = tokio::time::interval_at(Instant::now() + f.sync_group_offsets_interval, f.sync_group_offsets_interval);
         for t in [&mut checkpoints, &mut groups, &mut sync] {
             t.set_missed_tick_behavior(MissedTickBehavior::Delay);
         }
-        let sync_enabled = s.sync_group_offsets;
+        let sync_enabled = f.sync_group_offsets;
         loop {
             let result = tokio::select! {
-                _ = stopped(&mut shutdown) => return,
+                _ = cancel.cancelled() => return,
                 _ = groups.tick() => self.refresh_groups().await,
                 _ = checkpoints.tick() => self.emit_checkpoints().await,
                 _ = sync.tick(), if sync_enabled => self.sync_group_offsets().await,
@@ -128,7 +121,7 @@ impl CheckpointTask {
         for group in self.groups.clone() {
             let translations = self.translator.translate_group(&mut self.source_groups, &group, &partitions).await?;
             // With `emit_checkpoints = false` the translations still feed group offset sync.
-            for t in translations.iter().filter(|_| self.flow.settings.emit_checkpoints) {
+            for t in translations.iter().filter(|_| self.flow.emit_checkpoints) {
                 let Some(down) = t.downstream else { continue };
                 let (up, down) = (UpstreamOffset(t.upstream), DownstreamOffset(down));
                 let key = (group.clone(), t.target_topic.clone(), t.partition);

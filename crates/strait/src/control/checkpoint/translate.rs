@@ -11,7 +11,7 @@ use strait_mm2::{OffsetSync, OffsetSyncStore, UpstreamOffset};
 
 use super::groups::GroupClient;
 use crate::config::Flow;
-use crate::kafka::{blocking, client_config, read_new_records};
+use crate::kafka::{blocking, read_new_records, state_reader};
 
 /// One translated partition of a group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -45,8 +45,8 @@ impl Translator {
     /// A translator for `flow`; nothing is read until [`Translator::catch_up`].
     pub fn new(flow: Arc<Flow>) -> Result<Self, KafkaError> {
         let (cluster, topic) = flow.offset_syncs();
-        let consumer: BaseConsumer =
-            client_config(cluster, &[("group.id", "strait-offset-syncs-reader"), ("enable.auto.commit", "false")]).create()?;
+        // read_committed: syncs of an aborted exactly-once batch are never used.
+        let consumer: BaseConsumer = state_reader(cluster, "strait-offset-syncs-reader")?;
         // The checkpoint task reloads its checkpoints before translating and never emits a rewind,
         // and the CLI only reads, so both may keep the whole history while loading.
         Ok(Self { flow, consumer: Arc::new(consumer), topic, next: None, store: OffsetSyncStore::keeping_history() })

@@ -14,7 +14,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::ClusterConfig;
-use crate::kafka::{blocking, client_config};
+use crate::kafka::blocking;
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -49,7 +49,7 @@ pub struct GroupClient {
 impl GroupClient {
     /// A client for `cluster`. Errors only on invalid client config.
     pub fn new(cluster: &ClusterConfig) -> Result<Self, KafkaError> {
-        let lister = client_config(cluster, &[]).create()?;
+        let lister = cluster.client_config(&[]).create()?;
         Ok(Self { cluster: cluster.clone(), lister: Arc::new(lister), members: HashMap::new() })
     }
 
@@ -78,7 +78,7 @@ impl GroupClient {
             return Ok(c.clone());
         }
         let c: Arc<BaseConsumer> = Arc::new(
-            client_config(&self.cluster, &[("group.id", group), ("enable.auto.commit", "false")]).create()?,
+            self.cluster.client_config(&[("group.id", group), ("enable.auto.commit", "false")]).create()?,
         );
         self.members.insert(group.to_string(), c.clone());
         Ok(c)
