@@ -18,7 +18,8 @@ pub const RECORD_BYTES: usize = 512;
 
 /// Creates `topic` with `partitions` and `configs` on `bootstrap`.
 pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin");
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin");
     let mut t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     for (k, v) in configs {
         t = t.set(k, v);

@@ -26,7 +26,8 @@ fn cpu_seconds(pid: u32) -> f64 {
     // Fields after the command name, which ends with ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0) + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let ticks: f64 =
+        f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0) + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     // SAFETY: sysconf has no preconditions.
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
@@ -35,7 +36,9 @@ fn cpu_seconds(pid: u32) -> f64 {
 fn peak_rss_mb(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
@@ -84,7 +87,8 @@ impl Bench {
         let done = Instant::now();
         let (cpu, rss) = (cpu_seconds(pid), peak_rss_mb(pid));
         let per_partition = load::counts(&dst, &targets);
-        let complete = expected.iter().all(|((t, p), n)| per_partition.get(&(contender.target_topic(&tag, t), *p)) == Some(n));
+        let complete =
+            expected.iter().all(|((t, p), n)| per_partition.get(&(contender.target_topic(&tag, t), *p)) == Some(n));
         drop(running);
         let seconds = first.map_or(f64::NAN, |f| (done - f).as_secs_f64());
         let result = CatchUp {
@@ -97,7 +101,15 @@ impl Bench {
             complete,
             all_records_per_s: Vec::new(),
         };
-        eprintln!("{} {}: {:.0} records/s, {:.1} CPU s, {:.0} MB peak RSS, complete {} (target had {got})", result.contender, result.workload, result.records_per_s(), cpu, rss, complete);
+        eprintln!(
+            "{} {}: {:.0} records/s, {:.1} CPU s, {:.0} MB peak RSS, complete {} (target had {got})",
+            result.contender,
+            result.workload,
+            result.records_per_s(),
+            cpu,
+            rss,
+            complete
+        );
         result
     }
 
@@ -114,7 +126,9 @@ impl Bench {
         let dst = load::inspector(&self.target);
         let warmup = load::produce_at_rate(&self.source, &topic, 100, Duration::from_millis(100));
         let until = Instant::now() + Duration::from_secs(120);
-        while load::counts(&dst, std::slice::from_ref(&target)).values().sum::<i64>() < warmup as i64 && Instant::now() < until {
+        while load::counts(&dst, std::slice::from_ref(&target)).values().sum::<i64>() < warmup as i64
+            && Instant::now() < until
+        {
             std::thread::sleep(Duration::from_millis(100));
         }
         let sent = load::produce_at_rate(&self.source, &topic, rate, duration);
@@ -152,7 +166,8 @@ fn main() {
         .and_then(|w| w[1].parse().ok())
         .unwrap_or(if quick { 1 } else { 3 })
         .max(1);
-    let contenders: Vec<Contender> = Contender::ALL.into_iter().filter(|c| only.is_empty() || only.iter().any(|o| o == c.name())).collect();
+    let contenders: Vec<Contender> =
+        Contender::ALL.into_iter().filter(|c| only.is_empty() || only.iter().any(|o| o == c.name())).collect();
     let root = strait_testkit::repo_root();
     let work = root.join(".cache/bench");
     let _ = std::fs::remove_dir_all(&work);
@@ -160,7 +175,9 @@ fn main() {
     let clusters = strait_testkit::start_clusters(2, &work.join("clusters")).expect("start Kafka clusters");
     let mut bench = Bench {
         env: Env {
-            bin: PathBuf::from(std::env::var("STRAIT_BENCH_BIN").unwrap_or_else(|_| root.join("target/release").display().to_string())),
+            bin: PathBuf::from(
+                std::env::var("STRAIT_BENCH_BIN").unwrap_or_else(|_| root.join("target/release").display().to_string()),
+            ),
             kafka_libs: strait_testkit::kafka_libs().expect("Kafka jars"),
             work: work.clone(),
             log4j: root.join("testkit/log4j2.properties"),

@@ -101,10 +101,18 @@ pub fn write(r: &Results, dir: &Path) -> String {
     }
     let _ = writeln!(md, "\n## Steady state (end-to-end latency: target append time minus send time)\n\n| contender | rate rec/s | records | p50 ms | p99 ms | max ms | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|");
     for l in &r.latency {
-        let _ = writeln!(md, "| {} | {} | {} | {} | {} | {} | {:.0} |", l.contender, l.rate, l.records, l.p50_ms, l.p99_ms, l.max_ms, l.peak_rss_mb);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {:.0} |",
+            l.contender, l.rate, l.records, l.p50_ms, l.p99_ms, l.max_ms, l.peak_rss_mb
+        );
     }
     let lat = |c: &str| r.latency.iter().find(|l| l.contender == c);
-    let (strait, mm2, raw) = (find(&r.catch_up, "strait", "catch-up"), find(&r.catch_up, "mm2-tuned", "catch-up"), find(&r.catch_up, "raw-pipe", "catch-up"));
+    let (strait, mm2, raw) = (
+        find(&r.catch_up, "strait", "catch-up"),
+        find(&r.catch_up, "mm2-tuned", "catch-up"),
+        find(&r.catch_up, "raw-pipe", "catch-up"),
+    );
     let div = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b != 0.0 => format!("{:.2}", a / b),
         _ => "n/a".into(),

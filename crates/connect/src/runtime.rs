@@ -126,7 +126,11 @@ impl Batch {
     fn positions(&self) -> Vec<SourceOffset> {
         self.positions
             .iter()
-            .map(|((topic, partition), offset)| SourceOffset { topic: topic.clone(), partition: *partition, offset: *offset })
+            .map(|((topic, partition), offset)| SourceOffset {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *offset,
+            })
             .collect()
     }
 }

@@ -35,7 +35,12 @@ struct MemSource {
 
 #[async_trait]
 impl Source<(), u64> for MemSource {
-    async fn poll(&mut self, max_records: usize, _max_bytes: usize, timeout: Duration) -> ConnectResult<Vec<ConnectRecord<(), u64>>> {
+    async fn poll(
+        &mut self,
+        max_records: usize,
+        _max_bytes: usize,
+        timeout: Duration,
+    ) -> ConnectResult<Vec<ConnectRecord<(), u64>>> {
         if self.next >= self.end {
             tokio::time::sleep(timeout).await;
             return Ok(vec![]);
@@ -47,7 +52,11 @@ impl Source<(), u64> for MemSource {
                 value: Some(i as u64),
                 timestamp_ms: Some(i),
                 headers: vec![],
-                source_offset: SourceOffset { topic: "t".into(), partition: (i % self.partitions as i64) as i32, offset: i / self.partitions as i64 },
+                source_offset: SourceOffset {
+                    topic: "t".into(),
+                    partition: (i % self.partitions as i64) as i32,
+                    offset: i / self.partitions as i64,
+                },
                 size_bytes: 10,
             })
             .collect();
@@ -103,7 +112,7 @@ impl Sink<(), u64> for MemSink {
         let mut s = self.shared.lock().unwrap();
         s.peak_uncommitted = s.peak_uncommitted.max(self.uncommitted.len());
         match self.failure {
-            Failure::RetriableEvery(n) if self.puts % n == 0 => Err(ConnectError::retriable("topic t", "leader moved")),
+            Failure::RetriableEvery(n) if self.puts.is_multiple_of(n) => Err(ConnectError::retriable("topic t", "leader moved")),
             _ => Ok(()),
         }
     }
@@ -154,7 +163,15 @@ type Setup = (ConnectorRuntime<(), u64, MemSource, MemSink>, RuntimeHandle, Arc<
 fn setup(end: i64, transactional: bool, failure: Failure, config: RuntimeConfig) -> Setup {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let source = MemSource { next: 0, acknowledged: 0, end, partitions: 3, shared: shared.clone() };
-    let sink = MemSink { uncommitted: vec![], transactional, in_transaction: false, failure, commits: 0, puts: 0, shared: shared.clone() };
+    let sink = MemSink {
+        uncommitted: vec![],
+        transactional,
+        in_transaction: false,
+        failure,
+        commits: 0,
+        puts: 0,
+        shared: shared.clone(),
+    };
     let (rt, handle) = ConnectorRuntime::new(source, sink, config);
     (rt, handle, shared)
 }
@@ -171,7 +188,11 @@ fn small_batches() -> RuntimeConfig {
     }
 }
 
-async fn run_until_saved(rt: ConnectorRuntime<(), u64, MemSource, MemSink>, handle: &RuntimeHandle, shared: &Arc<Mutex<Shared>>) -> RuntimeState {
+async fn run_until_saved(
+    rt: ConnectorRuntime<(), u64, MemSource, MemSink>,
+    handle: &RuntimeHandle,
+    shared: &Arc<Mutex<Shared>>,
+) -> RuntimeState {
     let task = tokio::spawn(rt.run());
     loop {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -244,7 +265,8 @@ async fn pause_commits_and_stops_polling_until_resumed() {
     assert!(!frozen.is_empty());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(shared.lock().unwrap().saved, frozen, "nothing moves while paused");
-    let durable: BTreeMap<i32, i64> = shared.lock().unwrap().durable.iter().map(|(p, v)| (*p, *v.last().unwrap())).collect();
+    let durable: BTreeMap<i32, i64> =
+        shared.lock().unwrap().durable.iter().map(|(p, v)| (*p, *v.last().unwrap())).collect();
     assert_eq!(durable, frozen, "pause committed everything put");
     handle.resume();
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -47,12 +47,7 @@ impl Default for PartitionState {
 impl PartitionState {
     /// Fresh state: no previous record, no sync yet, nothing pending.
     pub fn new() -> Self {
-        Self {
-            prev_upstream: -1,
-            prev_downstream: -1,
-            last_sync_downstream: -1,
-            delayed: None,
-        }
+        Self { prev_upstream: -1, prev_downstream: -1, last_sync_downstream: -1, delayed: None }
     }
 
     /// Records that the record at upstream offset `up` was acknowledged at downstream offset
@@ -67,16 +62,10 @@ impl PartitionState {
     ///
     /// Otherwise stores `(up, down)` as the pending delayed sync (replacing an older one) and
     /// returns [`Emit::Delayed`]. In both cases `(up, down)` becomes the previous record.
-    pub fn update(
-        &mut self,
-        up: UpstreamOffset,
-        down: DownstreamOffset,
-        offset_lag_max: u64,
-    ) -> Emit {
+    pub fn update(&mut self, up: UpstreamOffset, down: DownstreamOffset, offset_lag_max: u64) -> Emit {
         let (u, d) = (i128::from(up.0), i128::from(down.0));
         let no_sync_yet = self.last_sync_downstream == -1;
-        let too_stale =
-            d - (i128::from(self.last_sync_downstream) + 1) >= i128::from(offset_lag_max);
+        let too_stale = d - (i128::from(self.last_sync_downstream) + 1) >= i128::from(offset_lag_max);
         let upstream_gap = u - i128::from(self.prev_upstream) != 1;
         let downstream_truncated = d < i128::from(self.prev_downstream);
         self.prev_upstream = up.0;

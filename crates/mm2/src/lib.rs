@@ -45,8 +45,7 @@ pub use codec::{Checkpoint, DecodeError, EncodeError, Heartbeat, OffsetSync, MAX
 pub use emission::{Emit, PartitionState, DEFAULT_OFFSET_LAG_MAX};
 pub use offsets::{DownstreamOffset, UpstreamOffset};
 pub use policy::{
-    checkpoints_topic, is_internal_topic, offset_syncs_topic, ReplicationPolicy,
-    CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE, DEFAULT_SEPARATOR, DEFAULT_TOPICS_EXCLUDE,
-    HEARTBEATS_TOPIC,
+    checkpoints_topic, is_internal_topic, offset_syncs_topic, ReplicationPolicy, CONFIG_PROPERTIES_EXCLUDE,
+    DEFAULT_GROUPS_EXCLUDE, DEFAULT_SEPARATOR, DEFAULT_TOPICS_EXCLUDE, HEARTBEATS_TOPIC,
 };
 pub use store::{OffsetSyncStore, SYNC_HISTORY_SLOTS};

@@ -7,7 +7,7 @@ mod names;
 mod replication;
 
 pub use names::{
-    checkpoints_topic, is_internal_topic, offset_syncs_topic, CONFIG_PROPERTIES_EXCLUDE,
-    DEFAULT_GROUPS_EXCLUDE, DEFAULT_SEPARATOR, DEFAULT_TOPICS_EXCLUDE, HEARTBEATS_TOPIC,
+    checkpoints_topic, is_internal_topic, offset_syncs_topic, CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_SEPARATOR, DEFAULT_TOPICS_EXCLUDE, HEARTBEATS_TOPIC,
 };
 pub use replication::ReplicationPolicy;

@@ -134,18 +134,16 @@ impl OffsetSyncStore {
     /// compared: a target truncation shows up as a downstream rewind under an advancing upstream
     /// and is applied like any other sync.
     pub fn apply(&mut self, sync: &OffsetSync) {
-        let slot = Slot {
-            upstream: sync.upstream.0,
-            downstream: sync.downstream.0,
-            id: self.next_id,
-        };
+        let slot = Slot { upstream: sync.upstream.0, downstream: sync.downstream.0, id: self.next_id };
         self.next_id += 1;
         let topic = match self.partitions.get_mut(sync.topic.as_str()) {
             Some(topic) => topic,
             None => self.partitions.entry(sync.topic.clone()).or_default(),
         };
         match topic.get_mut(&sync.partition) {
-            Some(history) if (self.ready || self.keep_history_while_loading) && slot.upstream >= history[0].upstream => {
+            Some(history)
+                if (self.ready || self.keep_history_while_loading) && slot.upstream >= history[0].upstream =>
+            {
                 insert_newest(history, slot);
             }
             Some(history) => *history = [slot; SYNC_HISTORY_SLOTS],
@@ -185,12 +183,7 @@ impl OffsetSyncStore {
     /// one; if slot `i >= 1` is used, invariant B gives
     /// `group_offset - s.upstream < up[i-1] - s.upstream <= 2^(i-1)` and
     /// `up[0] - s.upstream < 2^i`. See the [module docs](crate::store) for the tested bounds.
-    pub fn translate(
-        &self,
-        topic: &str,
-        partition: i32,
-        group_offset: UpstreamOffset,
-    ) -> Option<DownstreamOffset> {
+    pub fn translate(&self, topic: &str, partition: i32, group_offset: UpstreamOffset) -> Option<DownstreamOffset> {
         if !self.ready {
             return None;
         }

@@ -2,8 +2,8 @@
 
 use strait_mm2::policy::ReplicationPolicy;
 use strait_mm2::{
-    checkpoints_topic, is_internal_topic, offset_syncs_topic, CONFIG_PROPERTIES_EXCLUDE,
-    DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE, HEARTBEATS_TOPIC,
+    checkpoints_topic, is_internal_topic, offset_syncs_topic, CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_TOPICS_EXCLUDE, HEARTBEATS_TOPIC,
 };
 
 fn default_policy() -> ReplicationPolicy {
@@ -11,9 +11,7 @@ fn default_policy() -> ReplicationPolicy {
 }
 
 fn underscore() -> ReplicationPolicy {
-    ReplicationPolicy::Default {
-        separator: "_".into(),
-    }
+    ReplicationPolicy::Default { separator: "_".into() }
 }
 
 fn identity() -> ReplicationPolicy {
@@ -22,18 +20,8 @@ fn identity() -> ReplicationPolicy {
 
 #[test]
 fn constructors_and_separator() {
-    assert_eq!(
-        default_policy(),
-        ReplicationPolicy::Default {
-            separator: ".".into()
-        }
-    );
-    assert_eq!(
-        identity(),
-        ReplicationPolicy::Identity {
-            separator: ".".into()
-        }
-    );
+    assert_eq!(default_policy(), ReplicationPolicy::Default { separator: ".".into() });
+    assert_eq!(identity(), ReplicationPolicy::Identity { separator: ".".into() });
     assert_eq!(default_policy().separator(), ".");
     assert_eq!(underscore().separator(), "_");
 }
@@ -52,51 +40,22 @@ fn remote_topic_table() {
         (identity(), "eu", "us.heartbeats", "eu.us.heartbeats"),
         // MM2 `looksLikeHeartbeat` is a plain suffix test.
         (identity(), "us", "myheartbeats", "us.myheartbeats"),
-        (
-            ReplicationPolicy::Identity {
-                separator: "_".into(),
-            },
-            "us",
-            "heartbeats",
-            "us_heartbeats",
-        ),
+        (ReplicationPolicy::Identity { separator: "_".into() }, "us", "heartbeats", "us_heartbeats"),
     ];
     for (policy, alias, topic, want) in cases {
-        assert_eq!(
-            policy.remote_topic(alias, topic),
-            want,
-            "{policy:?} {alias} {topic}"
-        );
+        assert_eq!(policy.remote_topic(alias, topic), want, "{policy:?} {alias} {topic}");
     }
 }
 
 #[test]
 fn topic_source_upstream_original_table() {
     // (policy, topic, topic_source, upstream_topic, original_topic)
-    type Row = (
-        ReplicationPolicy,
-        &'static str,
-        Option<&'static str>,
-        Option<&'static str>,
-        &'static str,
-    );
+    type Row = (ReplicationPolicy, &'static str, Option<&'static str>, Option<&'static str>, &'static str);
     let cases: Vec<Row> = vec![
         (default_policy(), "orders", None, None, "orders"),
-        (
-            default_policy(),
-            "us.orders",
-            Some("us"),
-            Some("orders"),
-            "orders",
-        ),
+        (default_policy(), "us.orders", Some("us"), Some("orders"), "orders"),
         (default_policy(), "a.b.t", Some("a"), Some("b.t"), "t"),
-        (
-            default_policy(),
-            "eu.us.heartbeats",
-            Some("eu"),
-            Some("us.heartbeats"),
-            "heartbeats",
-        ),
+        (default_policy(), "eu.us.heartbeats", Some("eu"), Some("us.heartbeats"), "heartbeats"),
         (default_policy(), "us_orders", None, None, "us_orders"),
         // Java String.split semantics: trailing empty pieces do not count.
         (default_policy(), "us.", None, None, "us."),
@@ -110,42 +69,14 @@ fn topic_source_upstream_original_table() {
         (identity(), "orders", None, None, "orders"),
         (identity(), "us.orders", None, None, "us.orders"),
         (identity(), "heartbeats", None, None, "heartbeats"),
-        (
-            identity(),
-            "us.heartbeats",
-            Some("us"),
-            Some("heartbeats"),
-            "heartbeats",
-        ),
-        (
-            identity(),
-            "eu.us.heartbeats",
-            Some("eu"),
-            Some("us.heartbeats"),
-            "heartbeats",
-        ),
-        (
-            ReplicationPolicy::Default {
-                separator: String::new(),
-            },
-            "us.orders",
-            None,
-            None,
-            "us.orders",
-        ),
+        (identity(), "us.heartbeats", Some("us"), Some("heartbeats"), "heartbeats"),
+        (identity(), "eu.us.heartbeats", Some("eu"), Some("us.heartbeats"), "heartbeats"),
+        (ReplicationPolicy::Default { separator: String::new() }, "us.orders", None, None, "us.orders"),
     ];
     for (policy, topic, source, upstream, original) in cases {
         let ctx = format!("{policy:?} {topic:?}");
-        assert_eq!(
-            policy.topic_source(topic).as_deref(),
-            source,
-            "source {ctx}"
-        );
-        assert_eq!(
-            policy.upstream_topic(topic).as_deref(),
-            upstream,
-            "upstream {ctx}"
-        );
+        assert_eq!(policy.topic_source(topic).as_deref(), source, "source {ctx}");
+        assert_eq!(policy.upstream_topic(topic).as_deref(), upstream, "upstream {ctx}");
         assert_eq!(policy.original_topic(topic), original, "original {ctx}");
     }
 }
@@ -167,11 +98,7 @@ fn heartbeats_topic_table() {
     ];
     assert_eq!(HEARTBEATS_TOPIC, "heartbeats");
     for (policy, topic, want) in cases {
-        assert_eq!(
-            policy.is_heartbeats_topic(topic),
-            want,
-            "{policy:?} {topic}"
-        );
+        assert_eq!(policy.is_heartbeats_topic(topic), want, "{policy:?} {topic}");
     }
 }
 
@@ -198,11 +125,7 @@ fn is_cycle_table() {
         (identity(), "eu.us.heartbeats", "ap", false),
     ];
     for (policy, topic, target, want) in cases {
-        assert_eq!(
-            policy.is_cycle(topic, target),
-            want,
-            "{policy:?} {topic} -> {target}"
-        );
+        assert_eq!(policy.is_cycle(topic, target), want, "{policy:?} {topic} -> {target}");
     }
 }
 
@@ -217,38 +140,19 @@ fn rename_for_checkpoint_table() {
         (identity(), "orders", "us", "eu", "orders"),
     ];
     for (policy, topic, source, target, want) in cases {
-        assert_eq!(
-            policy.rename_for_checkpoint(topic, source, target),
-            want,
-            "{policy:?} {topic}"
-        );
+        assert_eq!(policy.rename_for_checkpoint(topic, source, target), want, "{policy:?} {topic}");
     }
 }
 
 #[test]
 fn internal_topic_names() {
-    assert_eq!(
-        offset_syncs_topic("eu-west"),
-        "mm2-offset-syncs.eu-west.internal"
-    );
+    assert_eq!(offset_syncs_topic("eu-west"), "mm2-offset-syncs.eu-west.internal");
     assert_eq!(checkpoints_topic("us-east"), "us-east.checkpoints.internal");
-    assert_eq!(
-        default_policy().offset_syncs_topic("eu"),
-        offset_syncs_topic("eu")
-    );
-    assert_eq!(
-        default_policy().checkpoints_topic("us"),
-        checkpoints_topic("us")
-    );
+    assert_eq!(default_policy().offset_syncs_topic("eu"), offset_syncs_topic("eu"));
+    assert_eq!(default_policy().checkpoints_topic("us"), checkpoints_topic("us"));
     assert_eq!(identity().checkpoints_topic("us"), checkpoints_topic("us"));
-    assert_eq!(
-        underscore().offset_syncs_topic("eu"),
-        "mm2-offset-syncs_eu_internal"
-    );
-    assert_eq!(
-        underscore().checkpoints_topic("us"),
-        "us_checkpoints_internal"
-    );
+    assert_eq!(underscore().offset_syncs_topic("eu"), "mm2-offset-syncs_eu_internal");
+    assert_eq!(underscore().checkpoints_topic("us"), "us_checkpoints_internal");
     assert!(default_policy().is_checkpoints_topic("us.checkpoints.internal"));
     assert!(!default_policy().is_checkpoints_topic("us_checkpoints_internal"));
     assert!(underscore().is_checkpoints_topic("us_checkpoints_internal"));
@@ -275,11 +179,7 @@ fn internal_topic_table() {
     ];
     for (topic, want) in cases {
         assert_eq!(is_internal_topic(topic), want, "{topic}");
-        assert_eq!(
-            default_policy().is_internal_topic(topic),
-            want,
-            "policy {topic}"
-        );
+        assert_eq!(default_policy().is_internal_topic(topic), want, "policy {topic}");
     }
     assert!(underscore().is_internal_topic("mm2-offset-syncs_eu_internal"));
     assert!(underscore().is_internal_topic("us_checkpoints_internal"));
@@ -288,14 +188,8 @@ fn internal_topic_table() {
 
 #[test]
 fn default_lists() {
-    assert_eq!(
-        DEFAULT_TOPICS_EXCLUDE,
-        [".*[\\-\\.]internal", ".*\\.replica", "__.*"]
-    );
-    assert_eq!(
-        DEFAULT_GROUPS_EXCLUDE,
-        ["console-consumer-.*", "connect-.*", "__.*"]
-    );
+    assert_eq!(DEFAULT_TOPICS_EXCLUDE, [".*[\\-\\.]internal", ".*\\.replica", "__.*"]);
+    assert_eq!(DEFAULT_GROUPS_EXCLUDE, ["console-consumer-.*", "connect-.*", "__.*"]);
     assert_eq!(
         CONFIG_PROPERTIES_EXCLUDE,
         [

@@ -1,9 +1,7 @@
 //! Offset translation (MM2 `OffsetSyncStore`): the vectors of mm2-formats.md, MM2's own
 //! `OffsetSyncStoreTest` vectors, the history layout invariants and the precision bound.
 
-use strait_mm2::{
-    DownstreamOffset, OffsetSync, OffsetSyncStore, UpstreamOffset, SYNC_HISTORY_SLOTS,
-};
+use strait_mm2::{DownstreamOffset, OffsetSync, OffsetSyncStore, UpstreamOffset, SYNC_HISTORY_SLOTS};
 
 const TOPIC: &str = "orders";
 const PARTITION: i32 = 2;
@@ -18,16 +16,11 @@ fn sync(up: i64, down: i64) -> OffsetSync {
 }
 
 fn translate(store: &OffsetSyncStore, group_offset: i64) -> Option<i64> {
-    store
-        .translate(TOPIC, PARTITION, UpstreamOffset(group_offset))
-        .map(|d| d.0)
+    store.translate(TOPIC, PARTITION, UpstreamOffset(group_offset)).map(|d| d.0)
 }
 
 fn upstreams(store: &OffsetSyncStore) -> [i64; SYNC_HISTORY_SLOTS] {
-    store
-        .history(TOPIC, PARTITION)
-        .expect("partition has syncs")
-        .map(|(up, _)| up.0)
+    store.history(TOPIC, PARTITION).expect("partition has syncs").map(|(up, _)| up.0)
 }
 
 /// One step of a scripted scenario.
@@ -61,10 +54,7 @@ fn assert_invariants(store: &OffsetSyncStore, newest: i64, oldest: Option<i64>) 
     let ups = upstreams(store);
     assert_eq!(ups[0], newest, "A: slot 0 is the newest sync; {ups:?}");
     if let Some(oldest) = oldest {
-        assert_eq!(
-            ups[63], oldest,
-            "D: slot 63 is the oldest usable sync; {ups:?}"
-        );
+        assert_eq!(ups[63], oldest, "D: slot 63 is the oldest usable sync; {ups:?}");
     }
     for j in 0..SYNC_HISTORY_SLOTS {
         for i in 0..j {
@@ -133,14 +123,8 @@ fn unknown_partitions_do_not_translate() {
     let mut store = OffsetSyncStore::new();
     store.mark_read_to_end();
     store.apply(&sync(5, 50));
-    let other_partition = OffsetSync {
-        partition: 3,
-        ..sync(7, 70)
-    };
-    let other_topic = OffsetSync {
-        topic: "payments".into(),
-        ..sync(9, 90)
-    };
+    let other_partition = OffsetSync { partition: 3, ..sync(7, 70) };
+    let other_topic = OffsetSync { topic: "payments".into(), ..sync(9, 90) };
     store.apply(&other_partition);
     store.apply(&other_topic);
     let cases = [
@@ -151,9 +135,7 @@ fn unknown_partitions_do_not_translate() {
         (("nope", PARTITION, 100), None),
     ];
     for ((topic, partition, g), want) in cases {
-        let got = store
-            .translate(topic, partition, UpstreamOffset(g))
-            .map(|d| d.0);
+        let got = store.translate(topic, partition, UpstreamOffset(g)).map(|d| d.0);
         assert_eq!(got, want, "{topic}-{partition} @ {g}");
     }
     assert!(store.history("payments", 3).is_none());
@@ -205,12 +187,7 @@ fn mm2_past_offset_translation() {
 }
 
 fn assert_sparse(store: &OffsetSyncStore, s: i64, prev: Option<i64>) {
-    let cases = [
-        (s - 1, prev.map(|p| p + 1)),
-        (s, Some(s)),
-        (s + 1, Some(s + 1)),
-        (s + 2, Some(s + 1)),
-    ];
+    let cases = [(s - 1, prev.map(|p| p + 1)), (s, Some(s)), (s + 1, Some(s + 1)), (s + 2, Some(s + 1))];
     for (g, want) in cases {
         assert_eq!(translate(store, g), want, "sync {s}, g={g}");
     }
@@ -291,19 +268,12 @@ fn unit_spaced_history_precision() {
             let got = translate(&store, g).expect("every G >= first sync translates");
             let used = if got == g { g } else { got - 1 };
             assert!(used <= g, "skip: head {head}, g {g} -> {got}");
-            assert!(
-                g - used <= 2 * (head - g),
-                "too stale: head {head}, g {g} -> {got}"
-            );
+            assert!(g - used <= 2 * (head - g), "too stale: head {head}, g {g} -> {got}");
         }
     }
     let distinct = [999, 998, 996, 992, 984, 976, 960, 896, 768, 512, 0];
     let ups = upstreams(&store);
-    assert_eq!(
-        ups[..distinct.len()],
-        distinct,
-        "layout after {N} unit syncs"
-    );
+    assert_eq!(ups[..distinct.len()], distinct, "layout after {N} unit syncs");
     assert!(ups[distinct.len()..].iter().all(|&u| u == 0));
     // The brief's example, ~500 back from the head (999): the nearest kept sync below 500 is
     // the first one, 0; 500 - 0 <= 2 * 499.
@@ -345,10 +315,7 @@ fn evenly_spaced_syncs_expire_at_most_one() {
                 assert_eq!((ups[0], ups[63]), (off, first), "A and D");
                 let distinct = 1 + ups.windows(2).filter(|w| w[0] != w[1]).count();
                 let expired = last_distinct as i64 + 1 - distinct as i64;
-                assert!(
-                    expired <= 1,
-                    "step {step}, first {first}: {expired} expired"
-                );
+                assert!(expired <= 1, "step {step}, first {first}: {expired} expired");
                 last_distinct = distinct;
             }
         }
@@ -358,12 +325,14 @@ fn evenly_spaced_syncs_expire_at_most_one() {
 
 #[test]
 fn keeping_history_translates_like_a_store_running_since_the_first_sync() {
-    let syncs: Vec<OffsetSync> = (0..1000).map(|i| OffsetSync {
-        topic: "t".into(),
-        partition: 0,
-        upstream: UpstreamOffset(i * 3),
-        downstream: DownstreamOffset(i),
-    }).collect();
+    let syncs: Vec<OffsetSync> = (0..1000)
+        .map(|i| OffsetSync {
+            topic: "t".into(),
+            partition: 0,
+            upstream: UpstreamOffset(i * 3),
+            downstream: DownstreamOffset(i),
+        })
+        .collect();
     let mut live = OffsetSyncStore::new();
     live.mark_read_to_end();
     let mut loaded = OffsetSyncStore::keeping_history();
@@ -379,5 +348,9 @@ fn keeping_history_translates_like_a_store_running_since_the_first_sync() {
         let g = UpstreamOffset(g);
         assert_eq!(loaded.translate("t", 0, g), live.translate("t", 0, g), "G={g:?}");
     }
-    assert_eq!(replacing.translate("t", 0, UpstreamOffset(1500)), None, "the default store keeps only the newest sync while loading");
+    assert_eq!(
+        replacing.translate("t", 0, UpstreamOffset(1500)),
+        None,
+        "the default store keeps only the newest sync while loading"
+    );
 }

@@ -4,8 +4,7 @@
 
 use proptest::prelude::*;
 use strait_mm2::{
-    DownstreamOffset, Emit, OffsetSync, OffsetSyncStore, PartitionState, UpstreamOffset,
-    SYNC_HISTORY_SLOTS,
+    DownstreamOffset, Emit, OffsetSync, OffsetSyncStore, PartitionState, UpstreamOffset, SYNC_HISTORY_SLOTS,
 };
 
 const TOPIC: &str = "orders";
@@ -42,17 +41,15 @@ fn case() -> impl Strategy<Value = Case> {
             0u32..=1000,
             prop::collection::vec(-5i64..3_000, 1..40),
         )
-            .prop_map(
-                |(first_upstream, first_downstream, gaps, flushes, lag, ready, probes)| Case {
-                    first_upstream,
-                    first_downstream,
-                    gaps,
-                    flushes,
-                    offset_lag_max: lag,
-                    ready_per_mille: ready,
-                    probes,
-                },
-            )
+            .prop_map(|(first_upstream, first_downstream, gaps, flushes, lag, ready, probes)| Case {
+                first_upstream,
+                first_downstream,
+                gaps,
+                flushes,
+                offset_lag_max: lag,
+                ready_per_mille: ready,
+                probes,
+            })
     })
 }
 
@@ -69,11 +66,7 @@ fn replicate(case: &Case) -> (Pairs, Pairs) {
     let mut state = PartitionState::new();
     let mut syncs = Vec::new();
     for (&(up, down), &flush) in records.iter().zip(&case.flushes) {
-        let emit = state.update(
-            UpstreamOffset(up),
-            DownstreamOffset(down),
-            case.offset_lag_max,
-        );
+        let emit = state.update(UpstreamOffset(up), DownstreamOffset(down), case.offset_lag_max);
         if emit == Emit::Now {
             syncs.push((up, down));
         }

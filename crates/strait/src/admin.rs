@@ -73,9 +73,11 @@ impl Admin {
         for r in results {
             match r {
                 Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((t, code)) => return Err(KafkaError::AdminOp(code)).inspect_err(|_| {
-                    tracing::error!(cluster = %self.alias, topic = %t, "create topic failed: {code}")
-                }),
+                Err((t, code)) => {
+                    return Err(KafkaError::AdminOp(code)).inspect_err(
+                        |_| tracing::error!(cluster = %self.alias, topic = %t, "create topic failed: {code}"),
+                    )
+                }
             }
         }
         Ok(())

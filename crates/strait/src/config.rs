@@ -334,7 +334,8 @@ impl Flow {
 impl Config {
     /// Reads, parses and validates `path` into its flows. Errors name the file or the field.
     pub fn load(path: &Path) -> Result<Vec<Flow>, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
         Self::parse(&text).map_err(|e| if e.field.is_empty() { err(path.display().to_string(), e.message) } else { e })
     }
 
@@ -388,12 +389,16 @@ impl Config {
             if !seen.insert((f.source.clone(), f.target.clone())) {
                 return Err(err(field, format!("duplicate flow {} -> {}", f.source, f.target)));
             }
-            if f.separator.is_empty() || !f.separator.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch)) {
+            if f.separator.is_empty() || !f.separator.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch))
+            {
                 return Err(err(format!("{field}.separator"), "must be one or more of [a-zA-Z0-9._-]"));
             }
             for (alias, side) in [(&f.source, "source"), (&f.target, "target")] {
                 if alias.contains(&f.separator) {
-                    return Err(err(format!("{field}.{side}"), format!("alias {alias:?} contains the separator {:?}", f.separator)));
+                    return Err(err(
+                        format!("{field}.{side}"),
+                        format!("alias {alias:?} contains the separator {:?}", f.separator),
+                    ));
                 }
             }
             let positive = |name: &str, value: u64| {
@@ -405,7 +410,10 @@ impl Config {
             };
             let ms = |name: &str, value: u64| positive(name, value).map(Duration::from_millis);
             if f.replication_factor == 0 || f.replication_factor < -1 {
-                return Err(err(format!("{field}.replication_factor"), "must be positive, or -1 for the broker default"));
+                return Err(err(
+                    format!("{field}.replication_factor"),
+                    "must be positive, or -1 for the broker default",
+                ));
             }
             let commit_interval = ms("commit_interval_ms", f.commit_interval_ms)?;
             let delivery = match f.delivery {
@@ -421,7 +429,10 @@ impl Config {
                     if transaction_timeout <= commit_interval {
                         return Err(err(
                             format!("{field}.transaction_timeout_ms"),
-                            format!("must exceed commit_interval_ms ({} ms): a batch is one transaction", f.commit_interval_ms),
+                            format!(
+                                "must exceed commit_interval_ms ({} ms): a batch is one transaction",
+                                f.commit_interval_ms
+                            ),
                         ));
                     }
                     Delivery::ExactlyOnce { transaction_timeout }
@@ -435,8 +446,18 @@ impl Config {
                 name: format!("{}->{}", f.source, f.target),
                 source: (*source).clone(),
                 target: (*target).clone(),
-                topics: NameFilter::new(&format!("{field}.topics"), &f.topics, &format!("{field}.topics_exclude"), &f.topics_exclude)?,
-                groups: NameFilter::new(&format!("{field}.groups"), &f.groups, &format!("{field}.groups_exclude"), &f.groups_exclude)?,
+                topics: NameFilter::new(
+                    &format!("{field}.topics"),
+                    &f.topics,
+                    &format!("{field}.topics_exclude"),
+                    &f.topics_exclude,
+                )?,
+                groups: NameFilter::new(
+                    &format!("{field}.groups"),
+                    &f.groups,
+                    &format!("{field}.groups_exclude"),
+                    &f.groups_exclude,
+                )?,
                 policy,
                 residency: residency.for_target(&target.alias, &target.zones),
                 delivery,
@@ -494,7 +515,11 @@ mod tests {
         assert_eq!(flow.policy, ReplicationPolicy::Default { separator: ".".into() });
         assert_eq!(flow.delivery, Delivery::AtLeastOnce);
         assert!(flow.topics.matches("orders"));
-        assert!(!flow.topics.matches("x.internal") && !flow.topics.matches("a.replica") && !flow.topics.matches("__consumer_offsets"));
+        assert!(
+            !flow.topics.matches("x.internal")
+                && !flow.topics.matches("a.replica")
+                && !flow.topics.matches("__consumer_offsets")
+        );
     }
 
     #[test]
@@ -507,14 +532,19 @@ mod tests {
     #[test]
     fn exactly_once_settings_are_checked() {
         for (extra, field) in [
-            ("delivery = \"exactly_once\"\noffset_syncs_topic_location = \"source\"", "flows[0].offset_syncs_topic_location"),
+            (
+                "delivery = \"exactly_once\"\noffset_syncs_topic_location = \"source\"",
+                "flows[0].offset_syncs_topic_location",
+            ),
             ("delivery = \"exactly_once\"\ntransaction_timeout_ms = 1000", "flows[0].transaction_timeout_ms"),
             ("delivery = \"exactly-once\"", ""),
         ] {
             let e = Config::parse(&format!("{TWO_CLUSTERS}{extra}\n")).expect_err(extra);
             assert_eq!(e.field, field, "{e}");
         }
-        let flow = &Config::parse(&format!("{TWO_CLUSTERS}delivery = \"exactly_once\"\ntransaction_timeout_ms = 9000\n")).unwrap()[0];
+        let flow =
+            &Config::parse(&format!("{TWO_CLUSTERS}delivery = \"exactly_once\"\ntransaction_timeout_ms = 9000\n"))
+                .unwrap()[0];
         assert_eq!(flow.delivery, Delivery::ExactlyOnce { transaction_timeout: Duration::from_secs(9) });
         assert_eq!(flow.transactional_id(), "strait-a->b");
     }

@@ -28,7 +28,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(15);
 /// backoff (0.5 s up to 15 s), each logged; once running, an error that cannot be retried stops
 /// the flow and is returned with the topic/partition/offset at fault.
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
-    let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, || start(flow.clone())).await else { return Ok(()) };
+    let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, || start(flow.clone())).await else {
+        return Ok(());
+    };
     let config = RuntimeConfig {
         max_batch_records: flow.max_batch_records,
         max_batch_bytes: flow.max_batch_bytes,
@@ -100,7 +102,8 @@ async fn with_backoff<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>
 
 /// Starts the checkpoint task (retrying with backoff until the target answers) and runs it.
 async fn run_checkpoints(flow: Arc<Flow>, producer: rdkafka::producer::FutureProducer, cancel: CancellationToken) {
-    let started = with_backoff(&flow, "checkpoints", &cancel, || CheckpointTask::start(flow.clone(), producer.clone())).await;
+    let started =
+        with_backoff(&flow, "checkpoints", &cancel, || CheckpointTask::start(flow.clone(), producer.clone())).await;
     if let Some(task) = started {
         task.run(cancel).await;
     }

@@ -34,7 +34,10 @@ pub fn control_producer(target: &ClusterConfig) -> Result<FutureProducer, KafkaE
 /// its ack future. For small control records (heartbeats, checkpoints, offset syncs on the
 /// source); the data path applies its own backpressure. Errors: the produce error for anything
 /// but a full queue.
-pub async fn enqueue(producer: &FutureProducer, mut record: FutureRecord<'_, [u8], [u8]>) -> Result<DeliveryFuture, KafkaError> {
+pub async fn enqueue(
+    producer: &FutureProducer,
+    mut record: FutureRecord<'_, [u8], [u8]>,
+) -> Result<DeliveryFuture, KafkaError> {
     loop {
         match producer.send_result(record) {
             Ok(ack) => return Ok(ack),
@@ -58,10 +61,11 @@ pub async fn acked(ack: DeliveryFuture) -> Result<i64, KafkaError> {
 
 /// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: the cluster does not answer.
 pub async fn cluster_id(cluster: &ClusterConfig) -> Result<String, String> {
-    let client: BaseConsumer = cluster.client_config(&[]).create().map_err(|e| format!("client for {}: {e}", cluster.alias))?;
-    blocking(move || client.client().fetch_cluster_id(METADATA_TIMEOUT))
-        .await
-        .ok_or_else(|| format!("no cluster id from {} ({}) within {METADATA_TIMEOUT:?}", cluster.alias, cluster.bootstrap_servers))
+    let client: BaseConsumer =
+        cluster.client_config(&[]).create().map_err(|e| format!("client for {}: {e}", cluster.alias))?;
+    blocking(move || client.client().fetch_cluster_id(METADATA_TIMEOUT)).await.ok_or_else(|| {
+        format!("no cluster id from {} ({}) within {METADATA_TIMEOUT:?}", cluster.alias, cluster.bootstrap_servers)
+    })
 }
 
 /// Waits until `producer`'s metadata shows `topic` with at least `partitions` partitions, so a
@@ -89,7 +93,9 @@ where
         match seen {
             Ok(n) if n >= partitions => return Ok(()),
             Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
-            _ if tokio::time::Instant::now() >= deadline => return Err(KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownPartition)),
+            _ if tokio::time::Instant::now() >= deadline => {
+                return Err(KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownPartition))
+            }
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
@@ -120,7 +126,11 @@ pub fn state_reader(cluster: &ClusterConfig, group: &str) -> Result<BaseConsumer
 /// assigning `consumer` at the beginning) to the high watermark seen now, and the next offset to
 /// read. Transaction markers and aborted records are stepped over by the consumer's position.
 /// Blocking: call from a blocking thread. A topic that does not exist yet reads nothing.
-pub fn read_new_records(consumer: &BaseConsumer, topic: &str, next: Option<i64>) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
+pub fn read_new_records(
+    consumer: &BaseConsumer,
+    topic: &str,
+    next: Option<i64>,
+) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
     let md = consumer.fetch_metadata(Some(topic), METADATA_TIMEOUT)?;
     if !md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()) {
         return Ok((Vec::new(), next));

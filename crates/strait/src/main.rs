@@ -83,7 +83,9 @@ fn main() -> ExitCode {
         command => match tokio::runtime::Runtime::new() {
             Ok(rt) => {
                 let code = match command {
-                    Command::TranslateOffsets { flow, group, output, .. } => rt.block_on(translate(flows, &flow, &group, output)),
+                    Command::TranslateOffsets { flow, group, output, .. } => {
+                        rt.block_on(translate(flows, &flow, &group, output))
+                    }
                     _ => rt.block_on(run(flows)),
                 };
                 // Don't wait for a connection attempt still blocked in librdkafka (up to 10 s).
@@ -128,10 +130,16 @@ async fn translate(flows: Vec<Flow>, flow: &str, group: &str, output: Output) ->
             }
         },
         Output::Text => {
-            let mut text = format!("{:<40} {:<40} {:>9} {:>12} {:>12}\n", "SOURCE_TOPIC", "TARGET_TOPIC", "PARTITION", "UPSTREAM", "DOWNSTREAM");
+            let mut text = format!(
+                "{:<40} {:<40} {:>9} {:>12} {:>12}\n",
+                "SOURCE_TOPIC", "TARGET_TOPIC", "PARTITION", "UPSTREAM", "DOWNSTREAM"
+            );
             for r in &rows {
                 let down = r.downstream.map_or("-".to_string(), |d| d.to_string());
-                text += &format!("{:<40} {:<40} {:>9} {:>12} {:>12}\n", r.source_topic, r.target_topic, r.partition, r.upstream, down);
+                text += &format!(
+                    "{:<40} {:<40} {:>9} {:>12} {:>12}\n",
+                    r.source_topic, r.target_topic, r.partition, r.upstream, down
+                );
             }
             print_out(&text);
         }

@@ -62,9 +62,12 @@ pub fn encode(flow: &str, position: &SourceOffset, last_timestamp: Option<i64>) 
 pub async fn load(target: &ClusterConfig, flow: &str) -> Result<Positions, KafkaError> {
     let mut positions = Positions::new();
     for (_, key, value) in read_to_end(target, POSITIONS_TOPIC).await? {
-        let (Ok(k), Ok(v)) = (serde_json::from_slice::<Key>(&key), serde_json::from_slice::<Value>(&value)) else { continue };
+        let (Ok(k), Ok(v)) = (serde_json::from_slice::<Key>(&key), serde_json::from_slice::<Value>(&value)) else {
+            continue;
+        };
         if k.flow == flow {
-            positions.insert((k.topic, k.partition), Saved { next_offset: v.next_offset, last_timestamp: v.last_timestamp });
+            positions
+                .insert((k.topic, k.partition), Saved { next_offset: v.next_offset, last_timestamp: v.last_timestamp });
         }
     }
     Ok(positions)

@@ -160,8 +160,18 @@ mod tests {
         ResidencyRules::compile(&ResidencyConfig {
             default,
             policies: vec![
-                ResidencyPolicy { name: "gdpr".into(), topics: vec!["customers.*".into()], allow_zones: vec!["eu".into()], deny_zones: vec![] },
-                ResidencyPolicy { name: "no-cn".into(), topics: vec![".*".into()], allow_zones: vec![], deny_zones: vec!["cn".into()] },
+                ResidencyPolicy {
+                    name: "gdpr".into(),
+                    topics: vec!["customers.*".into()],
+                    allow_zones: vec!["eu".into()],
+                    deny_zones: vec![],
+                },
+                ResidencyPolicy {
+                    name: "no-cn".into(),
+                    topics: vec![".*".into()],
+                    allow_zones: vec![],
+                    deny_zones: vec!["cn".into()],
+                },
             ],
         })
         .unwrap()
@@ -189,7 +199,12 @@ mod tests {
     fn default_deny_blocks_unnamed_topics_only() {
         let gate = ResidencyRules::compile(&ResidencyConfig {
             default: ResidencyDefault::Deny,
-            policies: vec![ResidencyPolicy { name: "eu".into(), topics: vec!["eu-.*".into()], allow_zones: vec!["eu".into()], deny_zones: vec![] }],
+            policies: vec![ResidencyPolicy {
+                name: "eu".into(),
+                topics: vec!["eu-.*".into()],
+                allow_zones: vec!["eu".into()],
+                deny_zones: vec![],
+            }],
         })
         .unwrap()
         .for_target("t", &["eu".into()]);

@@ -98,7 +98,12 @@ impl KafkaSource {
         if checks.is_empty() {
             return HashSet::new();
         }
-        let reader = self.flow.source.client_config(CONSUMER_SETTINGS).set("group.id", "strait-position-check").create::<BaseConsumer>();
+        let reader = self
+            .flow
+            .source
+            .client_config(CONSUMER_SETTINGS)
+            .set("group.id", "strait-position-check")
+            .create::<BaseConsumer>();
         let Ok(reader) = reader else { return HashSet::new() };
         blocking(move || {
             let mut tpl = TopicPartitionList::new();
@@ -110,7 +115,8 @@ impl KafkaSource {
             if reader.assign(&tpl).is_err() {
                 return HashSet::new();
             }
-            let mut pending: HashMap<(String, i32), (i64, i64)> = checks.into_iter().map(|(t, p, o, ts)| ((t, p), (o, ts))).collect();
+            let mut pending: HashMap<(String, i32), (i64, i64)> =
+                checks.into_iter().map(|(t, p, o, ts)| ((t, p), (o, ts))).collect();
             let mut changed = HashSet::new();
             let deadline = Instant::now() + Duration::from_secs(10);
             while !pending.is_empty() && Instant::now() < deadline {
@@ -149,7 +155,11 @@ impl KafkaSource {
             if !self.flow.replicates(&topic) {
                 continue;
             }
-            fresh.extend((0..partitions as i32).filter(|p| !self.assigned.contains(&(topic.clone(), *p))).map(|p| (topic.clone(), p)));
+            fresh.extend(
+                (0..partitions as i32)
+                    .filter(|p| !self.assigned.contains(&(topic.clone(), *p)))
+                    .map(|p| (topic.clone(), p)),
+            );
             selected.insert(topic);
         }
         let recreated = self.recreated(&fresh).await;
@@ -170,9 +180,7 @@ impl KafkaSource {
         }
         if new.count() > 0 {
             tracing::info!(flow = %self.flow.name, partitions = new.count(), "assigning new source partitions");
-            self.consumer
-                .incremental_assign(&new)
-                .map_err(|e| ConnectError::backend("assign source partitions", e))?;
+            self.consumer.incremental_assign(&new).map_err(|e| ConnectError::backend("assign source partitions", e))?;
         }
         Ok(selected)
     }
@@ -191,11 +199,7 @@ fn to_record(m: &BorrowedMessage<'_>, names: &mut HashMap<String, Arc<str>>) -> 
     let value = m.payload().map(<[u8]>::to_vec);
     let headers: Vec<Header> = m
         .headers()
-        .map(|hs| {
-            hs.iter()
-                .map(|h| Header { key: h.key.to_string(), value: h.value.map(<[u8]>::to_vec) })
-                .collect()
-        })
+        .map(|hs| hs.iter().map(|h| Header { key: h.key.to_string(), value: h.value.map(<[u8]>::to_vec) }).collect())
         .unwrap_or_default();
     let size_bytes = 64
         + key.as_ref().map_or(0, Vec::len)
@@ -204,7 +208,13 @@ fn to_record(m: &BorrowedMessage<'_>, names: &mut HashMap<String, Arc<str>>) -> 
     let topic = shared_name(names, m.topic());
     ConnectRecord {
         key: None,
-        value: Some(ReplicatedRecord { topic: topic.clone(), partition: m.partition(), offset: m.offset(), key, value }),
+        value: Some(ReplicatedRecord {
+            topic: topic.clone(),
+            partition: m.partition(),
+            offset: m.offset(),
+            key,
+            value,
+        }),
         timestamp_ms: m.timestamp().to_millis(),
         headers,
         source_offset: SourceOffset { topic, partition: m.partition(), offset: m.offset() },

@@ -100,16 +100,24 @@ fn unreachable_cluster_is_retried_with_backoff_then_stops_cleanly() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(40);
     let retries = loop {
-        assert!(child.try_wait().unwrap().is_none(), "strait exited instead of retrying: {}", std::fs::read_to_string(&log).unwrap());
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "strait exited instead of retrying: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
         let logs = std::fs::read_to_string(&log).unwrap();
-        let retries: Vec<String> = logs.lines().filter(|l| l.contains("flow could not start; retrying")).map(String::from).collect();
+        let retries: Vec<String> =
+            logs.lines().filter(|l| l.contains("flow could not start; retrying")).map(String::from).collect();
         if retries.len() >= 2 {
             break retries;
         }
         assert!(Instant::now() < deadline, "fewer than 2 logged retries in 40 s: {logs}");
         std::thread::sleep(Duration::from_millis(250));
     };
-    assert!(retries[0].contains("retry_in_ms=500") && retries[1].contains("retry_in_ms=1000"), "backoff doubles: {retries:?}");
+    assert!(
+        retries[0].contains("retry_in_ms=500") && retries[1].contains("retry_in_ms=1000"),
+        "backoff doubles: {retries:?}"
+    );
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     let logs = std::fs::read_to_string(&log).unwrap();

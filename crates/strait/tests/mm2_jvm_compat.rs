@@ -28,7 +28,12 @@ fn mm2_jvm_compat_golden_vectors_match_the_java_classes() {
         downstream: DownstreamOffset(742),
         metadata: String::new(),
     };
-    let os = OffsetSync { topic: "orders".into(), partition: 7, upstream: UpstreamOffset(1000), downstream: DownstreamOffset(742) };
+    let os = OffsetSync {
+        topic: "orders".into(),
+        partition: 7,
+        upstream: UpstreamOffset(1000),
+        downstream: DownstreamOffset(742),
+    };
     let ours = [
         ("heartbeat.key", hex(&hb.encode_key())),
         ("heartbeat.value", hex(&hb.encode_value())),
@@ -53,6 +58,17 @@ fn decode(bootstrap: &str, topic: &str, kind: &str) -> (usize, usize, String) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mm2_jvm_compat_java_client_reads_what_strait_writes() {
+    java_client_reads_what_strait_writes("at_least_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mm2_jvm_compat_java_client_reads_what_strait_writes_exactly_once() {
+    java_client_reads_what_strait_writes("exactly_once").await;
+}
+
+/// Active/active with `delivery`; MM2's Java classes decode every offset sync, checkpoint and
+/// heartbeat, and translate as Strait does.
+async fn java_client_reads_what_strait_writes(delivery: &str) {
     let (a, b) = (cluster(1), cluster(2));
     let p = unique("jvm");
     let (aa, ba) = (format!("{p}a"), format!("{p}b"));
@@ -64,7 +80,7 @@ async fn mm2_jvm_compat_java_client_reads_what_strait_writes() {
     commit_group(&a, &group, &[(&topic, 0, 170), (&topic, 1, 300)]);
     let flow = |s: &str, t: &str| {
         format!(
-            "[[flows]]\nsource = \"{s}\"\ntarget = \"{t}\"\ntopics = [\"{p}-.*\"]\nrefresh_topics_interval_ms = 1000\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000\n"
+            "[[flows]]\nsource = \"{s}\"\ntarget = \"{t}\"\ndelivery = \"{delivery}\"\ntopics = [\"{p}-.*\"]\nrefresh_topics_interval_ms = 1000\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000\n"
         )
     };
     // Active/active, so each side has a heartbeats topic that the other replicates as
@@ -77,20 +93,31 @@ async fn mm2_jvm_compat_java_client_reads_what_strait_writes() {
     let strait = Strait::start(&p, &config);
     let config_path = write_config(&format!("{p}-cli"), &config);
     let cli = || -> BTreeMap<(String, i32), i64> {
-        translate_cli(&config_path, &format!("{aa}->{ba}"), &group).into_iter().filter_map(|(k, (_, d))| Some((k, d?))).collect()
+        translate_cli(&config_path, &format!("{aa}->{ba}"), &group)
+            .into_iter()
+            .filter_map(|(k, (_, d))| Some((k, d?)))
+            .collect()
     };
     wait_until("checkpoints and group sync caught up, upstream heartbeats replicated", Duration::from_secs(90), || {
         let cps = checkpoints(&b, &aa);
         let want = cli();
         want.len() == 2
             && want.iter().all(|((t, part), d)| last_checkpoint(&cps, &group, t, *part).map(|c| c.1) == Some(*d))
-            && committed(&b, &group, &remote, 2).into_iter().map(|(part, o)| ((remote.clone(), part), o)).collect::<BTreeMap<_, _>>() == want
+            && committed(&b, &group, &remote, 2)
+                .into_iter()
+                .map(|(part, o)| ((remote.clone(), part), o))
+                .collect::<BTreeMap<_, _>>()
+                == want
             && count(&b, &format!("{aa}.heartbeats")).unwrap_or(0) > 0
     })
     .await;
     assert!(strait.stop().success());
 
-    for (topic, kind) in [(format!("mm2-offset-syncs.{aa}.internal"), "offsetsync"), (format!("{aa}.checkpoints.internal"), "checkpoint"), ("heartbeats".to_string(), "heartbeat")] {
+    for (topic, kind) in [
+        (format!("mm2-offset-syncs.{aa}.internal"), "offsetsync"),
+        (format!("{aa}.checkpoints.internal"), "checkpoint"),
+        ("heartbeats".to_string(), "heartbeat"),
+    ] {
         let (ok, rejected, out) = decode(&b, &topic, kind);
         assert!(ok > 0 && rejected == 0, "{topic}: MM2 must decode every record:\n{out}");
     }
@@ -104,13 +131,18 @@ async fn mm2_jvm_compat_java_client_reads_what_strait_writes() {
         })
         .collect();
     let cli = cli();
-    let synced: BTreeMap<(String, i32), i64> = committed(&b, &group, &remote, 2).into_iter().map(|(part, o)| ((remote.clone(), part), o)).collect();
+    let synced: BTreeMap<(String, i32), i64> =
+        committed(&b, &group, &remote, 2).into_iter().map(|(part, o)| ((remote.clone(), part), o)).collect();
     assert_eq!(java.len(), 2, "{java:?}");
     assert_eq!(java, cli, "RemoteClusterUtils.translateOffsets == strait translate-offsets");
     assert_eq!(java, synced, "RemoteClusterUtils.translateOffsets == group offset sync");
 
     let client = mm2_check(&["client", &b]).expect("MirrorClient");
-    for line in [format!("upstream {aa}"), format!("heartbeats {aa}.heartbeats"), format!("checkpoints {aa}.checkpoints.internal")] {
+    for line in [
+        format!("upstream {aa}"),
+        format!("heartbeats {aa}.heartbeats"),
+        format!("checkpoints {aa}.checkpoints.internal"),
+    ] {
         assert!(client.lines().any(|l| l == line), "MirrorClient must report `{line}`:\n{client}");
     }
 }

@@ -115,19 +115,13 @@ fn compiled(libs: &Path) -> io::Result<PathBuf> {
         return Ok(classes);
     }
     fs::create_dir_all(&classes)?;
-    let tmp = classes.join(format!(
-        "tmp-{}-{}",
-        std::process::id(),
-        COMPILE_SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
+    let tmp = classes.join(format!("tmp-{}-{}", std::process::id(), COMPILE_SEQ.fetch_add(1, Ordering::Relaxed)));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp)?;
     let result = compile_into(libs, &source, &tmp).and_then(|()| {
         // Move the main class last, so a concurrent freshness check never sees it before the
         // classes it needs.
-        let mut files: Vec<PathBuf> = fs::read_dir(&tmp)?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<io::Result<_>>()?;
+        let mut files: Vec<PathBuf> = fs::read_dir(&tmp)?.map(|e| e.map(|e| e.path())).collect::<io::Result<_>>()?;
         files.sort_by_key(|p| p.file_name().is_some_and(|n| n == "Mm2Check.class"));
         for file in files {
             let name = file.file_name().expect("read_dir entries have names");

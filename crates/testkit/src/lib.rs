@@ -65,6 +65,7 @@ pub struct KafkaCluster {
     pub bootstrap: String,
     /// Folder with `server.properties`, `data/` and `server.log`.
     pub dir: PathBuf,
+    libs: PathBuf,
     child: Child,
 }
 
@@ -72,6 +73,22 @@ impl KafkaCluster {
     /// OS process id of the broker JVM.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Kills the broker with SIGKILL (no clean shutdown) and waits for it to exit.
+    pub fn kill(&mut self) -> io::Result<()> {
+        self.child.kill()?;
+        self.child.wait().map(|_| ())
+    }
+
+    /// Starts the broker again on the same data and ports (after [`KafkaCluster::kill`]), and
+    /// waits until it answers. Errors as [`start_clusters`].
+    pub fn restart(&mut self) -> io::Result<()> {
+        if self.child.try_wait()?.is_none() {
+            self.kill()?;
+        }
+        self.child = spawn_broker(&self.libs, &self.dir)?;
+        wait_ready(self)
     }
 }
 
@@ -125,18 +142,14 @@ fn cluster_id() -> io::Result<String> {
 }
 
 fn java_command(libs: &Path, dir: &Path) -> Command {
-    let java = std::env::var("JAVA_HOME")
-        .map(|h| PathBuf::from(h).join("bin/java"))
-        .unwrap_or_else(|_| PathBuf::from("java"));
+    let java =
+        std::env::var("JAVA_HOME").map(|h| PathBuf::from(h).join("bin/java")).unwrap_or_else(|_| PathBuf::from("java"));
     let mut cmd = Command::new(java);
     cmd.arg(HEAP)
         .arg("-XX:+UseG1GC")
         .arg("-Djava.awt.headless=true")
         .arg(format!("-Dkafka.logs.dir={}", dir.display()))
-        .arg(format!(
-            "-Dlog4j2.configurationFile={}",
-            repo_root().join("testkit/log4j2.properties").display()
-        ))
+        .arg(format!("-Dlog4j2.configurationFile={}", repo_root().join("testkit/log4j2.properties").display()))
         .arg("-cp")
         .arg(format!("{}/*", libs.display()));
     cmd
@@ -185,7 +198,14 @@ fn launch(libs: &Path, dir: &Path) -> io::Result<KafkaCluster> {
             String::from_utf8_lossy(&format.stderr)
         )));
     }
-    let log = fs::File::create(dir.join("stdout.log"))?;
+    let child = spawn_broker(libs, dir)?;
+    Ok(KafkaCluster { bootstrap: format!("127.0.0.1:{port}"), dir: dir.to_path_buf(), libs: libs.to_path_buf(), child })
+}
+
+/// Starts the broker of the formatted folder `dir`.
+fn spawn_broker(libs: &Path, dir: &Path) -> io::Result<Child> {
+    let props = dir.join("server.properties");
+    let log = fs::OpenOptions::new().create(true).append(true).open(dir.join("stdout.log"))?;
     let mut cmd = java_command(libs, dir);
     cmd.arg("kafka.Kafka").arg(&props).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the broker when the
@@ -198,8 +218,7 @@ fn launch(libs: &Path, dir: &Path) -> io::Result<KafkaCluster> {
             Ok(())
         });
     }
-    let child = cmd.spawn()?;
-    Ok(KafkaCluster { bootstrap: format!("127.0.0.1:{port}"), dir: dir.to_path_buf(), child })
+    cmd.spawn()
 }
 
 fn wait_ready(cluster: &mut KafkaCluster) -> io::Result<()> {

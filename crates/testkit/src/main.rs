@@ -65,7 +65,13 @@ fn up(count: usize, env_file: PathBuf, dir: Option<PathBuf>) -> Result<(), Strin
         .and_then(|_| std::fs::rename(&tmp, &env_file))
         .map_err(|e| format!("cannot write {}: {e}", env_file.display()))?;
     for (i, c) in clusters.iter().enumerate() {
-        eprintln!("strait-testkit: cluster {} at {} (pid {}, logs in {})", i + 1, c.bootstrap, c.pid(), c.dir.display());
+        eprintln!(
+            "strait-testkit: cluster {} at {} (pid {}, logs in {})",
+            i + 1,
+            c.bootstrap,
+            c.pid(),
+            c.dir.display()
+        );
     }
     while !STOP.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(100));

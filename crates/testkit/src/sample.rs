@@ -15,7 +15,8 @@ pub const TOPICS: &[(&str, i32, usize)] = &[("orders", 3, 20_000), ("clicks", 6,
 /// Creates the demo topics on `bootstrap` and fills them. Errors: any client error.
 pub fn produce(bootstrap: &str) -> Result<(), KafkaError> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
-    let topics: Vec<NewTopic> = TOPICS.iter().map(|(t, p, _)| NewTopic::new(t, *p, TopicReplication::Fixed(1))).collect();
+    let topics: Vec<NewTopic> =
+        TOPICS.iter().map(|(t, p, _)| NewTopic::new(t, *p, TopicReplication::Fixed(1))).collect();
     for r in futures::executor::block_on(admin.create_topics(&topics, &AdminOptions::new()))? {
         r.map_err(|(_, code)| KafkaError::AdminOp(code))?;
     }

@@ -47,8 +47,7 @@ impl Checkpoint {
     /// # Panics
     /// If `group` or `topic` exceeds 32767 UTF-8 bytes; see [`try_encode_key`](Self::try_encode_key).
     pub fn encode_key(&self) -> Vec<u8> {
-        self.try_encode_key()
-            .expect("checkpoint group or topic longer than 32767 bytes")
+        self.try_encode_key().expect("checkpoint group or topic longer than 32767 bytes")
     }
 
     /// Value bytes: version INT16 = 0, upstream INT64, downstream INT64, metadata STRING.
@@ -70,8 +69,7 @@ impl Checkpoint {
     /// If `metadata` exceeds 32767 UTF-8 bytes (only possible if the source broker's
     /// `offset.metadata.max.bytes` was raised); see [`try_encode_value`](Self::try_encode_value).
     pub fn encode_value(&self) -> Vec<u8> {
-        self.try_encode_value()
-            .expect("checkpoint metadata longer than 32767 bytes")
+        self.try_encode_value().expect("checkpoint metadata longer than 32767 bytes")
     }
 
     /// Parses a record of a checkpoints topic.
@@ -95,13 +93,6 @@ impl Checkpoint {
         let downstream = DownstreamOffset(v.i64()?);
         let metadata = v.string()?;
         v.finish()?;
-        Ok(Self {
-            group,
-            topic,
-            partition,
-            upstream,
-            downstream,
-            metadata,
-        })
+        Ok(Self { group, topic, partition, upstream, downstream, metadata })
     }
 }

@@ -28,9 +28,7 @@ impl Heartbeat {
     /// # Errors
     /// [`EncodeError::StringTooLong`] if an alias exceeds 32767 UTF-8 bytes.
     pub fn try_encode_key(&self) -> Result<Vec<u8>, EncodeError> {
-        let mut w = Writer::with_capacity(
-            string_size(&self.source_alias) + string_size(&self.target_alias),
-        );
+        let mut w = Writer::with_capacity(string_size(&self.source_alias) + string_size(&self.target_alias));
         w.string(&self.source_alias)?;
         w.string(&self.target_alias)?;
         Ok(w.finish())
@@ -41,8 +39,7 @@ impl Heartbeat {
     /// # Panics
     /// If an alias exceeds 32767 UTF-8 bytes; see [`try_encode_key`](Self::try_encode_key).
     pub fn encode_key(&self) -> Vec<u8> {
-        self.try_encode_key()
-            .expect("heartbeat cluster alias longer than 32767 bytes")
+        self.try_encode_key().expect("heartbeat cluster alias longer than 32767 bytes")
     }
 
     /// Value bytes (10): version INT16 = 0, timestamp INT64 (ms). Cannot fail.
@@ -70,10 +67,6 @@ impl Heartbeat {
         }
         let timestamp_ms = v.i64()?;
         v.finish()?;
-        Ok(Self {
-            source_alias,
-            target_alias,
-            timestamp_ms,
-        })
+        Ok(Self { source_alias, target_alias, timestamp_ms })
     }
 }

@@ -39,8 +39,7 @@ impl OffsetSync {
     /// If `topic` exceeds 32767 UTF-8 bytes (impossible for a real Kafka topic name); see
     /// [`try_encode_key`](Self::try_encode_key).
     pub fn encode_key(&self) -> Vec<u8> {
-        self.try_encode_key()
-            .expect("offset sync topic longer than 32767 bytes")
+        self.try_encode_key().expect("offset sync topic longer than 32767 bytes")
     }
 
     /// Value bytes (16): upstream INT64, downstream INT64. Cannot fail.
@@ -65,11 +64,6 @@ impl OffsetSync {
         let upstream = UpstreamOffset(v.i64()?);
         let downstream = DownstreamOffset(v.i64()?);
         v.finish()?;
-        Ok(Self {
-            topic,
-            partition,
-            upstream,
-            downstream,
-        })
+        Ok(Self { topic, partition, upstream, downstream })
     }
 }

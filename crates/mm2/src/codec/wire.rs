@@ -15,9 +15,7 @@ pub(crate) struct Writer {
 impl Writer {
     /// Empty writer with room for `capacity` bytes.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
-        Self {
-            buf: Vec::with_capacity(capacity),
-        }
+        Self { buf: Vec::with_capacity(capacity) }
     }
 
     pub(crate) fn i16(&mut self, v: i16) {
@@ -34,8 +32,7 @@ impl Writer {
 
     /// INT16 byte length + UTF-8 bytes. Errors when longer than [`MAX_STRING_BYTES`].
     pub(crate) fn string(&mut self, s: &str) -> Result<(), EncodeError> {
-        let len =
-            i16::try_from(s.len()).map_err(|_| EncodeError::StringTooLong { len: s.len() })?;
+        let len = i16::try_from(s.len()).map_err(|_| EncodeError::StringTooLong { len: s.len() })?;
         self.i16(len);
         self.buf.extend_from_slice(s.as_bytes());
         Ok(())
@@ -63,10 +60,7 @@ impl<'a> Reader<'a> {
     }
 
     fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let (head, tail) = self
-            .rest
-            .split_first_chunk::<N>()
-            .ok_or(DecodeError::Truncated)?;
+        let (head, tail) = self.rest.split_first_chunk::<N>().ok_or(DecodeError::Truncated)?;
         self.rest = tail;
         Ok(*head)
     }

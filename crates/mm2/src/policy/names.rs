@@ -57,8 +57,5 @@ pub fn checkpoints_topic(source_alias: &str) -> String {
 /// Heartbeats topics are **not** internal: they are replicated onward.
 /// For a custom separator use [`ReplicationPolicy::is_internal_topic`](super::ReplicationPolicy::is_internal_topic).
 pub fn is_internal_topic(topic: &str) -> bool {
-    topic.ends_with(".internal")
-        || topic.ends_with("-internal")
-        || topic.starts_with("__")
-        || topic.starts_with('.')
+    topic.ends_with(".internal") || topic.ends_with("-internal") || topic.starts_with("__") || topic.starts_with('.')
 }

@@ -32,18 +32,14 @@ pub enum ReplicationPolicy {
 impl Default for ReplicationPolicy {
     /// `Default { separator: "." }`, MM2's default policy.
     fn default() -> Self {
-        Self::Default {
-            separator: DEFAULT_SEPARATOR.to_owned(),
-        }
+        Self::Default { separator: DEFAULT_SEPARATOR.to_owned() }
     }
 }
 
 impl ReplicationPolicy {
     /// `Identity { separator: "." }`.
     pub fn identity() -> Self {
-        Self::Identity {
-            separator: DEFAULT_SEPARATOR.to_owned(),
-        }
+        Self::Identity { separator: DEFAULT_SEPARATOR.to_owned() }
     }
 
     /// The configured separator.
@@ -183,12 +179,7 @@ impl ReplicationPolicy {
     /// [`topic_source`](Self::topic_source) is `target_alias`), its
     /// [`original_topic`](Self::original_topic) (`eu.orders` → `orders` for target `eu`);
     /// otherwise its [`remote_topic`](Self::remote_topic) (`orders` → `us.orders`).
-    pub fn rename_for_checkpoint(
-        &self,
-        topic: &str,
-        source_alias: &str,
-        target_alias: &str,
-    ) -> String {
+    pub fn rename_for_checkpoint(&self, topic: &str, source_alias: &str, target_alias: &str) -> String {
         if self.topic_source(topic).as_deref() == Some(target_alias) {
             self.original_topic(topic)
         } else {

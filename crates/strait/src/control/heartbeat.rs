@@ -40,8 +40,13 @@ async fn beat(flow: &Flow, producer: &FutureProducer, topic_ready: &mut bool) ->
         *topic_ready = true;
     }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-    let hb = Heartbeat { source_alias: flow.source.alias.clone(), target_alias: flow.target.alias.clone(), timestamp_ms: now };
+    let hb = Heartbeat {
+        source_alias: flow.source.alias.clone(),
+        target_alias: flow.target.alias.clone(),
+        timestamp_ms: now,
+    };
     let (key, value) = (hb.encode_key(), hb.encode_value());
-    let ack = enqueue(producer, FutureRecord::to(HEARTBEATS_TOPIC).partition(0).key(&key[..]).payload(&value[..])).await?;
+    let ack =
+        enqueue(producer, FutureRecord::to(HEARTBEATS_TOPIC).partition(0).key(&key[..]).payload(&value[..])).await?;
     acked(ack).await.map(|_| ())
 }

@@ -100,8 +100,10 @@ impl TargetSink {
     /// the positions read next (`read_committed`) are the last committed ones.
     /// Errors: a backend error if a cluster cannot be reached or a topic created or read.
     pub async fn start(flow: Arc<Flow>) -> ConnectResult<(Self, Positions)> {
-        let target_id = cluster_id(&flow.target).await.map_err(|e| ConnectError::backend("connect to the target", e))?;
-        let source_id = cluster_id(&flow.source).await.map_err(|e| ConnectError::backend("connect to the source", e))?;
+        let target_id =
+            cluster_id(&flow.target).await.map_err(|e| ConnectError::backend("connect to the target", e))?;
+        let source_id =
+            cluster_id(&flow.source).await.map_err(|e| ConnectError::backend("connect to the source", e))?;
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
         let rf = flow.replication_factor;
         let created = async {
@@ -129,7 +131,10 @@ impl TargetSink {
             .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
         if let Some(timeout) = transaction_timeout {
             service.transaction(move |p| p.init_transactions(timeout)).await.map_err(|e| {
-                ConnectError::transaction(format!("init transactions of {transactional_id} on {}", flow.target.alias), e)
+                ConnectError::transaction(
+                    format!("init transactions of {transactional_id} on {}", flow.target.alias),
+                    e,
+                )
             })?;
             tracing::info!(flow = %flow.name, transactional_id, "exactly-once: transactions initialised; any previous instance is fenced");
         }
@@ -139,7 +144,8 @@ impl TargetSink {
         let source_syncs = match flow.offset_syncs_location {
             SyncsLocation::Target => None,
             SyncsLocation::Source => Some(
-                control_producer(syncs_cluster).map_err(|e| ConnectError::backend("offset-syncs producer for the source", e))?,
+                control_producer(syncs_cluster)
+                    .map_err(|e| ConnectError::backend("offset-syncs producer for the source", e))?,
             ),
         };
         let sink = Self {
@@ -163,8 +169,10 @@ impl TargetSink {
     /// (librdkafka already retried until `message.timeout.ms`).
     fn failure(&self, context: String, e: KafkaError) -> ConnectError {
         if let Some((code, reason)) = self.service.fatal_error() {
-            let fenced =
-                matches!(code, RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch);
+            let fenced = matches!(
+                code,
+                RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch
+            );
             if fenced {
                 return ConnectError::transaction(
                     format!(
@@ -257,7 +265,9 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         for mut record in batch {
             let Some(r) = record.value.take() else { continue };
             // Records of a partition come in runs: remember the last of each run for positions.
-            if let Some((topic, partition, offset, ts)) = previous.take().filter(|p| p.1 != r.partition || p.0 != r.topic) {
+            if let Some((topic, partition, offset, ts)) =
+                previous.take().filter(|p| p.1 != r.partition || p.0 != r.topic)
+            {
                 self.last.insert((topic, partition), (offset, ts));
             }
             previous = Some((r.topic.clone(), r.partition, r.offset, record.timestamp_ms));
@@ -266,13 +276,16 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
                 continue;
             };
             // Residency, renaming and the target topic's existence, decided once per topic.
-            let Some(target) = self.router.route(&r.topic, r.partition, self.service.producer()).await? else { continue };
+            let Some(target) = self.router.route(&r.topic, r.partition, self.service.producer()).await? else {
+                continue;
+            };
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len() + 1);
             for h in &record.headers {
                 headers = headers.insert(KafkaHeader { key: &h.key, value: h.value.as_deref() });
             }
             headers = headers.insert(KafkaHeader { key: PROVENANCE_HEADER, value: Some(&*provenance) });
-            let mut out = BaseRecord::<[u8], [u8], usize>::with_opaque_to(&target, 0).partition(r.partition).headers(headers);
+            let mut out =
+                BaseRecord::<[u8], [u8], usize>::with_opaque_to(&target, 0).partition(r.partition).headers(headers);
             if let Some(k) = &r.key {
                 out = out.key(k);
             }
@@ -282,7 +295,12 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             if let Some(ts) = record.timestamp_ms {
                 out = out.timestamp(ts);
             }
-            let meta = InFlight::Record { topic: r.topic.clone(), partition: r.partition, upstream: r.offset, bytes: record.size_bytes };
+            let meta = InFlight::Record {
+                topic: r.topic.clone(),
+                partition: r.partition,
+                upstream: r.offset,
+                bytes: record.size_bytes,
+            };
             if let Err(failed) = self.service.send(out, meta, &mut on_ack).await {
                 return Err(self.produce_error(failed));
             }
@@ -311,14 +329,16 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         } else {
             for sync in decided {
                 let (key, value) = (sync.encode_key(), sync.encode_value());
-                let record = BaseRecord::with_opaque_to(&self.syncs_topic, 0).partition(0).key(&key[..]).payload(&value[..]);
+                let record =
+                    BaseRecord::with_opaque_to(&self.syncs_topic, 0).partition(0).key(&key[..]).payload(&value[..]);
                 if let Err(failed) = self.service.send(record, InFlight::OffsetSync(sync), &mut |_, _| {}).await {
                     return Err(self.produce_error(failed));
                 }
             }
         }
         for p in positions {
-            let ts = self.last.get(&(p.topic.clone(), p.partition)).filter(|(o, _)| *o == p.offset).and_then(|(_, ts)| *ts);
+            let ts =
+                self.last.get(&(p.topic.clone(), p.partition)).filter(|(o, _)| *o == p.offset).and_then(|(_, ts)| *ts);
             let (key, value) = positions::encode(&self.flow.name, p, ts);
             let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
             if let Err(failed) = self.service.send(record, InFlight::Position(p.clone()), &mut |_, _| {}).await {

@@ -40,7 +40,12 @@ impl TopicRouter {
     /// The target topic for a record of `topic`/`partition`, or `None` when residency drops it.
     /// Creates the target topic, or adds partitions, as needed, and waits until `producer` can
     /// write to the partition. Errors: a backend error naming the topic.
-    pub async fn route(&mut self, topic: &str, partition: i32, producer: &Arc<DataProducer>) -> ConnectResult<Option<Arc<str>>> {
+    pub async fn route(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        producer: &Arc<DataProducer>,
+    ) -> ConnectResult<Option<Arc<str>>> {
         match self.routes.get_mut(topic) {
             Some(Route::Denied { dropped }) => {
                 *dropped += 1;
@@ -58,9 +63,9 @@ impl TopicRouter {
         }
         let target = self.flow.policy.remote_topic(&self.flow.source.alias, topic);
         let partitions = self.ensure_target(topic, &target, partition).await?;
-        await_producer_metadata(producer, &target, partition as usize + 1, ADMIN_TIMEOUT)
-            .await
-            .map_err(|e| ConnectError::backend(format!("target topic {target} partition {partition} not visible"), e))?;
+        await_producer_metadata(producer, &target, partition as usize + 1, ADMIN_TIMEOUT).await.map_err(|e| {
+            ConnectError::backend(format!("target topic {target} partition {partition} not visible"), e)
+        })?;
         let target: Arc<str> = target.into();
         self.routes.insert(topic.to_string(), Route::Allowed { target: target.clone(), partitions });
         Ok(Some(target))
@@ -68,7 +73,8 @@ impl TopicRouter {
 
     /// Creates or grows `target` to the source's partition count; returns the count.
     async fn ensure_target(&self, topic: &str, target: &str, partition: i32) -> ConnectResult<usize> {
-        let fail = |what: &str, e| ConnectError::backend(format!("{what} (source topic {topic}, target topic {target})"), e);
+        let fail =
+            |what: &str, e| ConnectError::backend(format!("{what} (source topic {topic}, target topic {target})"), e);
         let source_partitions = self
             .source
             .describe(topic)
@@ -78,7 +84,8 @@ impl TopicRouter {
             .max(partition as usize + 1);
         match self.target.describe(target).await.map_err(|e| fail("describe target topic", e))? {
             None => {
-                let configs = self.source.replicable_configs(topic).await.map_err(|e| fail("read source topic configs", e))?;
+                let configs =
+                    self.source.replicable_configs(topic).await.map_err(|e| fail("read source topic configs", e))?;
                 self.target
                     .create_topic(target, source_partitions, self.flow.replication_factor, &configs)
                     .await
@@ -86,7 +93,10 @@ impl TopicRouter {
                 tracing::info!(flow = %self.flow.name, topic, target, partitions = source_partitions, configs = ?configs, "created target topic");
             }
             Some(t) if t.partitions < source_partitions => {
-                self.target.add_partitions(target, source_partitions).await.map_err(|e| fail("add target partitions", e))?;
+                self.target
+                    .add_partitions(target, source_partitions)
+                    .await
+                    .map_err(|e| fail("add target partitions", e))?;
                 tracing::info!(flow = %self.flow.name, topic, target, from = t.partitions, to = source_partitions, "added target partitions");
             }
             Some(_) => {}

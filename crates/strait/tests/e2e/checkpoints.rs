@@ -28,7 +28,9 @@ async fn checkpoints_follow_mm2_rules_and_survive_restart() {
     wait_until("checkpoints for every group", Duration::from_secs(60), || {
         let cps = checkpoints(&b, &src);
         last_checkpoint(&cps, &g("quiet"), &rquiet, 0) == Some((30, 30))
-            && [("zero", 0), ("lag", 1), ("mid", 0)].iter().all(|(n, part)| last_checkpoint(&cps, &g(n), &rbusy, *part).is_some())
+            && [("zero", 0), ("lag", 1), ("mid", 0)]
+                .iter()
+                .all(|(n, part)| last_checkpoint(&cps, &g(n), &rbusy, *part).is_some())
     })
     .await;
     eprintln!("quiet topic checkpoint reached its end offset {:?} after start", started.elapsed());
@@ -60,7 +62,8 @@ async fn checkpoints_follow_mm2_rules_and_survive_restart() {
     assert!(strait.stop().success());
     let all = checkpoints(&b, &src);
     for c in &all[before..] {
-        let prior = all[..before].iter().rev().find(|o| o.group == c.group && o.topic == c.topic && o.partition == c.partition);
+        let prior =
+            all[..before].iter().rev().find(|o| o.group == c.group && o.topic == c.topic && o.partition == c.partition);
         if let Some(o) = prior {
             assert!(
                 c.downstream >= o.downstream || c.upstream < o.upstream,
@@ -106,16 +109,22 @@ async fn group_offsets_sync_only_into_absent_or_empty_target_groups() {
             }
         }
     });
-    let settings = format!("{}\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000", flow_settings(&topic));
+    let settings =
+        format!("{}\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000", flow_settings(&topic));
     let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &settings, "");
     let strait = Strait::start(&p, &config);
     let config_path = write_config(&format!("{p}-cli"), &config);
     let expected = |group: &str| -> std::collections::BTreeMap<i32, i64> {
-        translate_cli(&config_path, &format!("{src}->{dst}"), group).into_iter().filter_map(|((_, part), (_, d))| Some((part, d?))).collect()
+        translate_cli(&config_path, &format!("{src}->{dst}"), group)
+            .into_iter()
+            .filter_map(|((_, part), (_, d))| Some((part, d?)))
+            .collect()
     };
     wait_until("absent and empty groups synced", Duration::from_secs(60), || {
         let want = expected(&g("absent"));
-        want.len() == 2 && committed(&b, &g("absent"), &remote, 2) == want && committed(&b, &g("empty"), &remote, 2) == want
+        want.len() == 2
+            && committed(&b, &g("absent"), &remote, 2) == want
+            && committed(&b, &g("empty"), &remote, 2) == want
     })
     .await;
     let want = expected(&g("absent"));
@@ -123,7 +132,11 @@ async fn group_offsets_sync_only_into_absent_or_empty_target_groups() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(committed(&b, &g("active"), &remote, 2).is_empty(), "an active target group is left alone");
     let logs = strait.logs();
-    assert_eq!(logs.lines().filter(|l| l.contains("target group is active") && l.contains(&g("active"))).count(), 1, "logged once");
+    assert_eq!(
+        logs.lines().filter(|l| l.contains("target group is active") && l.contains(&g("active"))).count(),
+        1,
+        "logged once"
+    );
     assert!(strait.stop().success());
     active.join().unwrap();
 }

@@ -13,24 +13,40 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
     let topic = format!("{p}-t");
     let remote = format!("{src}.{topic}");
     create_topic(&a, &topic, 4, &[]).await;
-    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]\ncommit_interval_ms = 200"), "");
+    let config = two_cluster_config(
+        (&src, &a, ""),
+        (&dst, &b, ""),
+        &format!("topics = [\"{topic}\"]\ncommit_interval_ms = 200"),
+        "",
+    );
     let strait = Strait::start(&p, &config);
     // Produce while Strait replicates, in chunks, so the kill lands mid-stream.
     let (a2, t2) = (a.clone(), topic.clone());
     let producer = tokio::spawn(async move {
         for chunk in 0..50 {
-            let recs: Vec<Rec> = (0..RECORDS / 50).map(|i| { let n = chunk * (RECORDS / 50) + i; Rec::simple((n % 4) as i32, &format!("r{n}")) }).collect();
+            let recs: Vec<Rec> = (0..RECORDS / 50)
+                .map(|i| {
+                    let n = chunk * (RECORDS / 50) + i;
+                    Rec::simple((n % 4) as i32, &format!("r{n}"))
+                })
+                .collect();
             produce(&a2, &t2, &recs).await;
             tokio::time::sleep(Duration::from_millis(40)).await;
         }
     });
-    wait_until("a third replicated", Duration::from_secs(120), || count(&b, &remote).unwrap_or(0) >= (RECORDS / 3) as i64).await;
+    wait_until("a third replicated", Duration::from_secs(120), || {
+        count(&b, &remote).unwrap_or(0) >= (RECORDS / 3) as i64
+    })
+    .await;
     strait.kill();
     let at_kill = count(&b, &remote).unwrap();
     producer.await.unwrap();
     assert!(at_kill < RECORDS as i64, "the kill must land mid-stream (target had {at_kill})");
     let strait = Strait::start(&format!("{p}-again"), &config);
-    wait_until("every record replicated after restart", Duration::from_secs(180), || count(&b, &remote).unwrap_or(0) >= RECORDS as i64).await;
+    wait_until("every record replicated after restart", Duration::from_secs(180), || {
+        count(&b, &remote).unwrap_or(0) >= RECORDS as i64
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(strait.stop().success());
 
@@ -74,6 +90,7 @@ async fn topic_recreated_while_stopped_is_replicated_from_its_start() {
     let logs = strait.logs();
     assert!(strait.stop().success());
     assert!(logs.contains("the topic was recreated"), "{logs}");
-    let values: Vec<Vec<u8>> = read_all(&b, &remote, false).remove(&0).unwrap().into_iter().map(|(_, r)| r.value.unwrap()).collect();
+    let values: Vec<Vec<u8>> =
+        read_all(&b, &remote, false).remove(&0).unwrap().into_iter().map(|(_, r)| r.value.unwrap()).collect();
     assert!((0..120).all(|i| values.contains(&format!("new{i}").into_bytes())), "no record of the new topic skipped");
 }

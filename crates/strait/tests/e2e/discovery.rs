@@ -9,7 +9,8 @@ async fn new_topics_and_partitions_are_picked_up() {
     let (src, dst) = (format!("{p}s"), format!("{p}d"));
     let first = format!("{p}-first");
     create_topic(&a, &first, 1, &[("retention.ms", "86400000"), ("cleanup.policy", "compact,delete")]).await;
-    produce(&a, &first, &(0..10).map(|i| Rec { key: Some(vec![i as u8]), ..Rec::simple(0, "x") }).collect::<Vec<_>>()).await;
+    produce(&a, &first, &(0..10).map(|i| Rec { key: Some(vec![i as u8]), ..Rec::simple(0, "x") }).collect::<Vec<_>>())
+        .await;
     // Default refresh interval (5 s): a new topic must still arrive within 10 s.
     let mut config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{p}-.*\"]"), "");
     config = config.replace("refresh_topics_interval_ms = 1000\n", "");
@@ -23,12 +24,24 @@ async fn new_topics_and_partitions_are_picked_up() {
     create_topic(&a, &second, 2, &[]).await;
     let started = Instant::now();
     produce(&a, &second, &(0..20).map(|i| Rec::simple(i % 2, "y")).collect::<Vec<_>>()).await;
-    wait_until("new topic within 10 s", Duration::from_secs(10), || count(&b, &format!("{src}.{second}")) == Some(20)).await;
+    wait_until("new topic within 10 s", Duration::from_secs(10), || count(&b, &format!("{src}.{second}")) == Some(20))
+        .await;
     eprintln!("new topic replicated {:?} after creation", started.elapsed());
 
     add_partitions(&a, &first, 3).await;
-    produce(&a, &first, &[Rec { key: Some(b"k1".to_vec()), ..Rec::simple(1, "p1") }, Rec { key: Some(b"k2".to_vec()), ..Rec::simple(2, "p2") }]).await;
-    wait_until("added partitions replicated", Duration::from_secs(30), || count(&b, &format!("{src}.{first}")) == Some(12)).await;
+    produce(
+        &a,
+        &first,
+        &[
+            Rec { key: Some(b"k1".to_vec()), ..Rec::simple(1, "p1") },
+            Rec { key: Some(b"k2".to_vec()), ..Rec::simple(2, "p2") },
+        ],
+    )
+    .await;
+    wait_until("added partitions replicated", Duration::from_secs(30), || {
+        count(&b, &format!("{src}.{first}")) == Some(12)
+    })
+    .await;
     assert_eq!(partitions(&b, &format!("{src}.{first}")), 3);
     assert!(strait.stop().success());
     let target = read_all(&b, &format!("{src}.{first}"), false);

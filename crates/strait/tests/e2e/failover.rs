@@ -10,7 +10,8 @@ const LAG_MAX: i64 = 20;
 
 /// Produces transactions `txs` of 40 records on `topic`, aborting the odd ones.
 fn produce_transactions(bootstrap: &str, topic: &str, id: &str, txs: std::ops::Range<usize>) {
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).set("transactional.id", id).create().unwrap();
+    let p: ThreadedProducer<DefaultProducerContext> =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).set("transactional.id", id).create().unwrap();
     p.init_transactions(Duration::from_secs(30)).unwrap();
     for tx in txs {
         p.begin_transaction().unwrap();
@@ -31,7 +32,10 @@ fn produce_transactions(bootstrap: &str, topic: &str, id: &str, txs: std::ops::R
 async fn produce_compactable(bootstrap: &str, topic: &str, rounds: std::ops::Range<usize>) {
     for round in rounds {
         let recs: Vec<Rec> = (0..100)
-            .map(|i| Rec { key: Some(format!("k{}", i % 30).into_bytes()), ..Rec::simple(i % 2, &format!("c{round}-{i}")) })
+            .map(|i| Rec {
+                key: Some(format!("k{}", i % 30).into_bytes()),
+                ..Rec::simple(i % 2, &format!("c{round}-{i}"))
+            })
             .collect();
         produce(bootstrap, topic, &recs).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -44,7 +48,8 @@ fn all_on_target(a: &str, b: &str, topic: &str, remote: &str) -> bool {
     if !topic_exists(b, remote) {
         return false;
     }
-    let on_target: BTreeSet<Vec<u8>> = read_all(b, remote, false).into_values().flatten().filter_map(|(_, r)| r.value).collect();
+    let on_target: BTreeSet<Vec<u8>> =
+        read_all(b, remote, false).into_values().flatten().filter_map(|(_, r)| r.value).collect();
     read_all(a, topic, false).into_values().flatten().all(|(_, r)| r.value.is_some_and(|v| on_target.contains(&v)))
 }
 
@@ -54,25 +59,55 @@ fn has_gaps(recs: &[(i64, Rec)]) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn failover_to_synced_offsets_skips_nothing() {
+    failover_skips_nothing("at_least_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failover_exactly_once_skips_nothing() {
+    failover_skips_nothing("exactly_once").await;
+}
+
+/// A consumer group near the head of compacted (offset gaps) and transactional (markers, aborted
+/// records) source topics fails over to the target by its synced offsets, with `delivery`.
+async fn failover_skips_nothing(delivery: &str) {
     let (a, b) = (cluster(1), cluster(2));
     let p = unique("fo");
     let (src, dst) = (format!("{p}s"), format!("{p}d"));
     let (compacted, transactional) = (format!("{p}-compacted"), format!("{p}-tx"));
-    create_topic(&a, &compacted, 2, &[("cleanup.policy", "compact"), ("segment.ms", "200"), ("min.cleanable.dirty.ratio", "0.001"), ("delete.retention.ms", "100")]).await;
+    create_topic(
+        &a,
+        &compacted,
+        2,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.ms", "200"),
+            ("min.cleanable.dirty.ratio", "0.001"),
+            ("delete.retention.ms", "100"),
+        ],
+    )
+    .await;
     create_topic(&a, &transactional, 2, &[]).await;
     // Two thirds of the data first; the group consumes most of it while Strait replicates, as a
     // consumer near the head does; the rest arrives later.
     produce_compactable(&a, &compacted, 0..4).await;
     produce_transactions(&a, &transactional, &format!("{p}-txid"), 0..6);
     // One more record per partition rolls the segment so the cleaner can compact the rest.
-    produce(&a, &compacted, &[Rec { key: Some(b"roll".to_vec()), ..Rec::simple(0, "roll") }, Rec { key: Some(b"roll".to_vec()), ..Rec::simple(1, "roll") }]).await;
+    produce(
+        &a,
+        &compacted,
+        &[
+            Rec { key: Some(b"roll".to_vec()), ..Rec::simple(0, "roll") },
+            Rec { key: Some(b"roll".to_vec()), ..Rec::simple(1, "roll") },
+        ],
+    )
+    .await;
     wait_until("compaction leaves offset gaps", Duration::from_secs(60), || {
         read_all(&a, &compacted, false).values().all(|r| has_gaps(r))
     })
     .await;
 
     let settings = format!(
-        "topics = [\"{p}-.*\"]\noffset_lag_max = {LAG_MAX}\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000"
+        "delivery = \"{delivery}\"\ntopics = [\"{p}-.*\"]\noffset_lag_max = {LAG_MAX}\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000"
     );
     let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &settings, "");
     let strait = Strait::start(&p, &config);
@@ -97,7 +132,9 @@ async fn failover_to_synced_offsets_skips_nothing() {
     wait_until("group offsets synced to the target as translated", Duration::from_secs(90), || {
         let want = translate_cli(&config_path, &format!("{src}->{dst}"), &group);
         want.len() == 4
-            && want.iter().all(|((t, part), (_, down))| down.is_some() && committed(&b, &group, t, 2).get(part) == down.as_ref())
+            && want
+                .iter()
+                .all(|((t, part), (_, down))| down.is_some() && committed(&b, &group, t, 2).get(part) == down.as_ref())
     })
     .await;
     produce_compactable(&a, &compacted, 4..6).await;
@@ -119,15 +156,22 @@ async fn failover_to_synced_offsets_skips_nothing() {
         let remote = format!("{src}.{t}");
         let start = committed(&b, &group, &remote, 2)[part];
         let target = read_all(&b, &remote, false).remove(part).unwrap();
-        let read: Vec<Vec<u8>> = target.iter().filter(|(o, _)| *o >= start).map(|(_, r)| r.value.clone().unwrap()).collect();
+        let read: Vec<Vec<u8>> =
+            target.iter().filter(|(o, _)| *o >= start).map(|(_, r)| r.value.clone().unwrap()).collect();
         let read_set: BTreeSet<&Vec<u8>> = read.iter().collect();
         let recs = &source[&(t.clone(), *part)];
-        let remaining: Vec<&Vec<u8>> = recs.iter().filter(|(o, _)| o >= g).map(|(_, r)| r.value.as_ref().unwrap()).collect();
+        let remaining: Vec<&Vec<u8>> =
+            recs.iter().filter(|(o, _)| o >= g).map(|(_, r)| r.value.as_ref().unwrap()).collect();
         let skipped: Vec<&&Vec<u8>> = remaining.iter().filter(|v| !read_set.contains(**v)).collect();
         assert!(skipped.is_empty(), "{t} partition {part}: {} records skipped after failover", skipped.len());
         let rereads = read.len() - remaining.len();
-        eprintln!("{t} partition {part}: committed {g} on the source, synced {start} on the target, {rereads} re-reads");
+        eprintln!(
+            "{t} partition {part}: committed {g} on the source, synced {start} on the target, {rereads} re-reads"
+        );
         assert!(rereads as i64 <= LAG_MAX, "{t} partition {part}: {rereads} re-reads exceed offset_lag_max");
-        assert!(read.iter().all(|v| !String::from_utf8_lossy(v).contains("aborted")), "aborted records never reach the target");
+        assert!(
+            read.iter().all(|v| !String::from_utf8_lossy(v).contains("aborted")),
+            "aborted records never reach the target"
+        );
     }
 }

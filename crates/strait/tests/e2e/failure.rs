@@ -16,7 +16,8 @@ async fn unproducible_record_stops_the_flow_naming_topic_partition_offset() {
     // after the first five are on the target, so it travels alone in its produce batch.
     produce(&a, &topic, &(0..5).map(|i| Rec::simple(0, &format!("small-{i}"))).collect::<Vec<_>>()).await;
     let first = Strait::start(&format!("{p}-first"), &config);
-    wait_until("small records replicated", Duration::from_secs(60), || count(&b, &format!("{src}.{topic}")) == Some(5)).await;
+    wait_until("small records replicated", Duration::from_secs(60), || count(&b, &format!("{src}.{topic}")) == Some(5))
+        .await;
     assert!(first.stop().success());
     // The too-large record, then a small one that must not overtake it on the target.
     // Over batch.size (1 MB), so it travels in its own batch and "after" in the next one.
@@ -37,7 +38,10 @@ async fn unproducible_record_stops_the_flow_naming_topic_partition_offset() {
         // the target. (A later batch already in flight when the broker refused this one can
         // still land before it: see README, Known limitations.)
         let target = read_all(&b, &format!("{src}.{topic}"), false);
-        assert!(target[&0].iter().all(|(_, r)| r.value.as_ref().unwrap().len() < 1000), "the refused record is not on the target");
+        assert!(
+            target[&0].iter().all(|(_, r)| r.value.as_ref().unwrap().len() < 1000),
+            "the refused record is not on the target"
+        );
         assert!(target[&0].len() >= 5, "the records before it are");
     }
 }

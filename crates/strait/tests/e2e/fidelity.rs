@@ -28,14 +28,23 @@ async fn every_record_arrives_identical_in_order_per_partition() {
     let mut i = 0;
     for (topic, parts) in &topics {
         create_topic(&a, topic, *parts, &[]).await;
-        let recs: Vec<Rec> = (0..3_334).map(|_| { i += 1; record(i, (i % *parts as usize) as i32) }).collect();
+        let recs: Vec<Rec> = (0..3_334)
+            .map(|_| {
+                i += 1;
+                record(i, (i % *parts as usize) as i32)
+            })
+            .collect();
         produce(&a, topic, &recs).await;
     }
     assert!(i >= 10_000);
-    let strait = Strait::start(&src, &two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{src}-.*\"]"), ""));
+    let strait = Strait::start(
+        &src,
+        &two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{src}-.*\"]"), ""),
+    );
     for (topic, _) in &topics {
         let remote = format!("{src}.{topic}");
-        wait_until(&format!("{remote} complete"), Duration::from_secs(90), || count(&b, &remote) == count(&a, topic)).await;
+        wait_until(&format!("{remote} complete"), Duration::from_secs(90), || count(&b, &remote) == count(&a, topic))
+            .await;
     }
     assert!(strait.stop().success(), "strait run exits 0 after SIGTERM");
     for (topic, parts) in &topics {

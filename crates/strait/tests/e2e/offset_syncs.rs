@@ -15,7 +15,12 @@ async fn offset_syncs_decode_as_mm2_and_follow_the_emission_rule() {
     let lag_max = 10i64;
     create_topic(&a, &topic, 2, &[]).await;
     produce(&a, &topic, &(0..500).map(|i| Rec::simple(i % 2, &format!("v{i}"))).collect::<Vec<_>>()).await;
-    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]\noffset_lag_max = {lag_max}"), "");
+    let config = two_cluster_config(
+        (&src, &a, ""),
+        (&dst, &b, ""),
+        &format!("topics = [\"{topic}\"]\noffset_lag_max = {lag_max}"),
+        "",
+    );
     let strait = Strait::start(&p, &config);
     wait_until("replicated", Duration::from_secs(60), || count(&b, &remote) == Some(500)).await;
     assert!(strait.stop().success());
@@ -41,7 +46,11 @@ async fn offset_syncs_decode_as_mm2_and_follow_the_emission_rule() {
         let (src_recs, dst_recs) = (&source[&p], &target[&p]);
         assert_eq!((syncs[0].upstream.0, syncs[0].downstream.0), (0, 0), "first record synced at once");
         let last = syncs.last().unwrap();
-        assert_eq!(last.upstream.0, src_recs.last().unwrap().0, "quiet partition converges: last record synced on flush");
+        assert_eq!(
+            last.upstream.0,
+            src_recs.last().unwrap().0,
+            "quiet partition converges: last record synced on flush"
+        );
         for s in syncs {
             let up = src_recs.iter().find(|(o, _)| *o == s.upstream.0).unwrap();
             let down = dst_recs.iter().find(|(o, _)| *o == s.downstream.0).unwrap();

@@ -57,7 +57,8 @@ allow_zones = ["eu"]
     let strait = Strait::start(&p, &clusters("allow"));
     wait_until("orders reach us", Duration::from_secs(60), || count(&b, &format!("{su}.{orders}")) == Some(300)).await;
     wait_until("orders reach eu", Duration::from_secs(60), || count(&b, &format!("{se}.{orders}")) == Some(300)).await;
-    wait_until("customers reach eu", Duration::from_secs(60), || count(&b, &format!("{se}.{customers}")) == Some(300)).await;
+    wait_until("customers reach eu", Duration::from_secs(60), || count(&b, &format!("{se}.{customers}")) == Some(300))
+        .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!topic_exists(&b, &format!("{su}.{customers}")), "restricted topic must not be created on the [us] target");
     let logs = strait.logs();
@@ -69,7 +70,10 @@ allow_zones = ["eu"]
     let (su2, us2, se2, eu2) = (format!("{p}su2"), format!("{p}us2"), format!("{p}se2"), format!("{p}eu2"));
     let deny = clusters("deny").replace(&su, &su2).replace(&us, &us2).replace(&se, &se2).replace(&eu, &eu2);
     let strait = Strait::start(&format!("{p}-deny"), &deny);
-    wait_until("customers reach eu under default deny", Duration::from_secs(60), || count(&b, &format!("{se2}.{customers}")) == Some(300)).await;
+    wait_until("customers reach eu under default deny", Duration::from_secs(60), || {
+        count(&b, &format!("{se2}.{customers}")) == Some(300)
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(strait.stop().success());
     for t in [format!("{se2}.{orders}"), format!("{su2}.{orders}"), format!("{su2}.{customers}")] {

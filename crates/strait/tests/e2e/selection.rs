@@ -65,7 +65,12 @@ topics = ["{p}-(id|y.replica)"]
     // Give the flows a few more refreshes to wrongly pick up anything else.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(strait.stop().success());
-    let data_topics: Vec<String> = topics_with(&b, &p).into_iter().filter(|t| !t.starts_with("mm2-offset-syncs.") && !t.ends_with(".heartbeats") && !t.ends_with(".checkpoints.internal")).collect();
+    let data_topics: Vec<String> = topics_with(&b, &p)
+        .into_iter()
+        .filter(|t| {
+            !t.starts_with("mm2-offset-syncs.") && !t.ends_with(".heartbeats") && !t.ends_with(".checkpoints.internal")
+        })
+        .collect();
     // `-skip` is excluded by the flow, `.replica` by MM2's default excludes (flow 2 keeps them),
     // `.internal`, `-internal` and `__` topics are internal whatever the filters say.
     assert_eq!(data_topics, vec![id, keep], "only the selected topics exist on the target");

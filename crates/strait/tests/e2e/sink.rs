@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use strait::config::Config;
-use strait::sink::TargetSink;
 use strait::positions::{self, Saved};
 use strait::record::ReplicatedRecord;
+use strait::sink::TargetSink;
 use strait_connect::{ConnectRecord, Header, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
 
@@ -76,7 +76,10 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     assert_eq!(first.headers[1].0, "strait.provenance", "provenance header added last");
 
     let saved = positions::load(&flow.target, &flow.name).await.unwrap();
-    assert_eq!(saved.get(&(topic.to_string(), 0)), Some(&Saved { next_offset: 10, last_timestamp: Some(1_700_000_000_009) }));
+    assert_eq!(
+        saved.get(&(topic.to_string(), 0)),
+        Some(&Saved { next_offset: 10, last_timestamp: Some(1_700_000_000_009) })
+    );
     sink.close().await.unwrap();
 }
 
@@ -116,7 +119,11 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
 
     // A second sink of the same flow fences the first, which then fails saying so.
     let (mut second, resumed) = TargetSink::start(flow.clone()).await.expect("second instance starts");
-    assert_eq!(resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(6), "resumes at the committed position");
+    assert_eq!(
+        resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset),
+        Some(6),
+        "resumes at the committed position"
+    );
     let fenced = async {
         sink.begin().await?;
         sink.put(vec![record(&topic, 6, Some("zombie"))]).await?;
@@ -127,6 +134,7 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     assert!(fenced.to_string().contains("fenced by another instance"), "{fenced}");
     assert!(!fenced.is_retriable());
     second.close().await.unwrap();
-    let values: Vec<Vec<u8>> = read_all(&b, &remote, true).remove(&0).unwrap().into_iter().map(|(_, r)| r.value.unwrap()).collect();
+    let values: Vec<Vec<u8>> =
+        read_all(&b, &remote, true).remove(&0).unwrap().into_iter().map(|(_, r)| r.value.unwrap()).collect();
     assert!(!values.contains(&b"zombie".to_vec()), "the zombie's record never becomes visible");
 }

@@ -20,7 +20,9 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 /// Bootstrap of shared cluster `n` (1-based), started by `scripts/test`.
 pub fn cluster(n: usize) -> String {
     std::env::var(format!("STRAIT_TEST_BOOTSTRAP_{n}")).unwrap_or_else(|_| {
-        panic!("STRAIT_TEST_BOOTSTRAP_{n} is not set: run the broker tests with ./scripts/test, which starts the clusters")
+        panic!(
+            "STRAIT_TEST_BOOTSTRAP_{n} is not set: run the broker tests with ./scripts/test, which starts the clusters"
+        )
     })
 }
 
@@ -44,7 +46,10 @@ pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32, configs
 }
 
 pub async fn add_partitions(bootstrap: &str, topic: &str, total: usize) {
-    let r = admin(bootstrap).create_partitions([&NewPartitions::new(topic, total)], &AdminOptions::new()).await.expect("create partitions");
+    let r = admin(bootstrap)
+        .create_partitions([&NewPartitions::new(topic, total)], &AdminOptions::new())
+        .await
+        .expect("create partitions");
     r[0].as_ref().expect("partitions added");
 }
 
@@ -116,7 +121,23 @@ pub async fn produce(bootstrap: &str, topic: &str, records: &[Rec]) {
 /// Every record of every partition of `topic`, read to the high watermark. Headers named
 /// `strait.provenance` are dropped unless `keep_provenance`.
 pub fn read_all(bootstrap: &str, topic: &str, keep_provenance: bool) -> BTreeMap<i32, Vec<(i64, Rec)>> {
-    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", "strait-test-reader").set("enable.partition.eof", "false").create().unwrap();
+    read_all_within(bootstrap, topic, keep_provenance, Duration::from_secs(60))
+}
+
+/// [`read_all`] with a deadline of `timeout`, for large topics. Reads `read_committed`
+/// (librdkafka's default).
+pub fn read_all_within(
+    bootstrap: &str,
+    topic: &str,
+    keep_provenance: bool,
+    timeout: Duration,
+) -> BTreeMap<i32, Vec<(i64, Rec)>> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "strait-test-reader")
+        .set("enable.partition.eof", "false")
+        .create()
+        .unwrap();
     let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
     let parts = md.topics()[0].partitions().len() as i32;
     let mut out = BTreeMap::new();
@@ -129,7 +150,7 @@ pub fn read_all(bootstrap: &str, topic: &str, keep_provenance: bool) -> BTreeMap
         tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
     }
     c.assign(&tpl).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + timeout;
     loop {
         assert!(Instant::now() < deadline, "reading {topic} timed out");
         match c.poll(Duration::from_millis(300)) {
@@ -137,7 +158,12 @@ pub fn read_all(bootstrap: &str, topic: &str, keep_provenance: bool) -> BTreeMap
                 let m = m.expect("consume");
                 let headers = m
                     .headers()
-                    .map(|hs| hs.iter().filter(|h| keep_provenance || h.key != "strait.provenance").map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+                    .map(|hs| {
+                        hs.iter()
+                            .filter(|h| keep_provenance || h.key != "strait.provenance")
+                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let rec = Rec {
                     partition: m.partition(),
@@ -300,13 +326,18 @@ pub async fn describe_topic_configs(bootstrap: &str, topic: &str) -> BTreeMap<St
     use rdkafka::admin::{ConfigSource, ResourceSpecifier};
     let r = admin(bootstrap).describe_configs([&ResourceSpecifier::Topic(topic)], &AdminOptions::new()).await.unwrap();
     let res = r.into_iter().next().unwrap().unwrap();
-    res.entries.into_iter().filter(|e| e.source == ConfigSource::DynamicTopic).filter_map(|e| Some((e.name, e.value?))).collect()
+    res.entries
+        .into_iter()
+        .filter(|e| e.source == ConfigSource::DynamicTopic)
+        .filter_map(|e| Some((e.name, e.value?)))
+        .collect()
 }
 
 /// Commits `offsets` (topic, partition, offset) for `group` on `bootstrap` from outside the group.
 pub fn commit_group(bootstrap: &str, group: &str, offsets: &[(&str, i32, i64)]) {
     use rdkafka::consumer::CommitMode;
-    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().unwrap();
+    let c: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().unwrap();
     let mut tpl = TopicPartitionList::new();
     for (t, p, o) in offsets {
         tpl.add_partition_offset(t, *p, Offset::Offset(*o)).unwrap();
@@ -316,7 +347,8 @@ pub fn commit_group(bootstrap: &str, group: &str, offsets: &[(&str, i32, i64)]) 
 
 /// `group`'s committed offsets on `topic` partitions `0..partitions` (absent = not listed).
 pub fn committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
-    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().unwrap();
+    let c: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().unwrap();
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition(topic, p);
@@ -341,13 +373,19 @@ pub fn checkpoints(bootstrap: &str, src: &str) -> Vec<strait_mm2::Checkpoint> {
         .remove(&0)
         .unwrap_or_default()
         .into_iter()
-        .map(|(_, r)| strait_mm2::Checkpoint::decode(r.key.as_deref().unwrap(), r.value.as_deref().unwrap()).expect("MM2 checkpoint layout"))
+        .map(|(_, r)| {
+            strait_mm2::Checkpoint::decode(r.key.as_deref().unwrap(), r.value.as_deref().unwrap())
+                .expect("MM2 checkpoint layout")
+        })
         .collect()
 }
 
 /// The newest checkpoint of (group, target-side topic, partition).
 pub fn last_checkpoint(cps: &[strait_mm2::Checkpoint], group: &str, topic: &str, partition: i32) -> Option<(i64, i64)> {
-    cps.iter().rev().find(|c| c.group == group && c.topic == topic && c.partition == partition).map(|c| (c.upstream.0, c.downstream.0))
+    cps.iter()
+        .rev()
+        .find(|c| c.group == group && c.topic == topic && c.partition == partition)
+        .map(|c| (c.upstream.0, c.downstream.0))
 }
 
 /// `strait translate-offsets --output json`: (target topic, partition) → (upstream, downstream).

@@ -62,7 +62,11 @@ impl GroupClient {
             Ok(list
                 .groups()
                 .iter()
-                .map(|g| GroupListing { name: g.name().to_string(), state: g.state().to_string(), members: g.members().len() })
+                .map(|g| GroupListing {
+                    name: g.name().to_string(),
+                    state: g.state().to_string(),
+                    members: g.members().len(),
+                })
                 .collect())
         })
         .await
@@ -77,9 +81,8 @@ impl GroupClient {
         if let Some(c) = self.members.get(group) {
             return Ok(c.clone());
         }
-        let c: Arc<BaseConsumer> = Arc::new(
-            self.cluster.client_config(&[("group.id", group), ("enable.auto.commit", "false")]).create()?,
-        );
+        let c: Arc<BaseConsumer> =
+            Arc::new(self.cluster.client_config(&[("group.id", group), ("enable.auto.commit", "false")]).create()?);
         self.members.insert(group.to_string(), c.clone());
         Ok(c)
     }
@@ -134,6 +137,10 @@ impl GroupClient {
             })
         })
         .await?;
-        Ok(md.into_iter().filter(|(t, _)| keep(t)).flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p))).collect())
+        Ok(md
+            .into_iter()
+            .filter(|(t, _)| keep(t))
+            .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
+            .collect())
     }
 }

@@ -79,7 +79,8 @@ impl CheckpointTask {
         let f = &self.flow;
         let mut checkpoints = tokio::time::interval(f.emit_checkpoints_interval);
         let mut groups = tokio::time::interval(f.refresh_groups_interval);
-        let mut sync = tokio::time::interval_at(Instant::now() + f.sync_group_offsets_interval, f.sync_group_offsets_interval);
+        let mut sync =
+            tokio::time::interval_at(Instant::now() + f.sync_group_offsets_interval, f.sync_group_offsets_interval);
         for t in [&mut checkpoints, &mut groups, &mut sync] {
             t.set_missed_tick_behavior(MissedTickBehavior::Delay);
         }
@@ -138,14 +139,19 @@ impl CheckpointTask {
                 };
                 match checkpoint.try_encode_value() {
                     Ok(value) => records.push((key, (up, down), checkpoint.encode_key(), value)),
-                    Err(e) => tracing::warn!(group, topic = %t.target_topic, partition = t.partition, error = %e, "checkpoint not encodable; skipped"),
+                    Err(e) => {
+                        tracing::warn!(group, topic = %t.target_topic, partition = t.partition, error = %e, "checkpoint not encodable; skipped")
+                    }
                 }
             }
             self.latest.insert(group, translations);
         }
         let mut acks = Vec::with_capacity(records.len());
         for (_, _, key, value) in &records {
-            acks.push(enqueue(&self.producer, FutureRecord::to(&self.topic).partition(0).key(&key[..]).payload(&value[..])).await?);
+            acks.push(
+                enqueue(&self.producer, FutureRecord::to(&self.topic).partition(0).key(&key[..]).payload(&value[..]))
+                    .await?,
+            );
         }
         for ((key, up_down, _, _), ack) in records.into_iter().zip(acks) {
             acked(ack).await?;
@@ -169,7 +175,8 @@ impl CheckpointTask {
                     self.skipped.remove(group);
                 }
             }
-            let partitions: Vec<(String, i32)> = translations.iter().map(|t| (t.target_topic.clone(), t.partition)).collect();
+            let partitions: Vec<(String, i32)> =
+                translations.iter().map(|t| (t.target_topic.clone(), t.partition)).collect();
             let current = self.target_groups.committed(group, &partitions).await?;
             let forward: Vec<((String, i32), i64)> = translations
                 .iter()

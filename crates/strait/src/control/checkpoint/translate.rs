@@ -90,7 +90,11 @@ impl Translator {
         let mut out: Vec<Translation> = committed
             .into_iter()
             .map(|((topic, partition), (upstream, metadata))| Translation {
-                target_topic: self.flow.policy.rename_for_checkpoint(&topic, &self.flow.source.alias, &self.flow.target.alias),
+                target_topic: self.flow.policy.rename_for_checkpoint(
+                    &topic,
+                    &self.flow.source.alias,
+                    &self.flow.target.alias,
+                ),
                 downstream: self.store.translate(&topic, partition, UpstreamOffset(upstream)).map(|d| d.0),
                 source_topic: topic,
                 partition,

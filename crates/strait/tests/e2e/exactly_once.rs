@@ -1,0 +1,230 @@
+//! `delivery = "exactly_once"` through real brokers: a `read_committed` consumer on the target sees
+//! each source record exactly once, in order, whatever happens to Strait or the target broker.
+//! Records carry per-partition sequence numbers (`p<partition>-<seq>`), so a duplicate, a gap or
+//! a reordering is seen.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strait::config::{Config, Flow};
+
+use crate::support::*;
+
+/// Produces `per_partition` sequenced records to each of `partitions` partitions of `topic`,
+/// in `chunks` rounds with `pause` between them (so Strait replicates while records arrive).
+async fn produce_sequenced(
+    bootstrap: String,
+    topic: String,
+    partitions: i32,
+    per_partition: usize,
+    chunks: usize,
+    pause: Duration,
+) {
+    let per_chunk = per_partition.div_ceil(chunks);
+    for chunk in 0..chunks {
+        let seqs = chunk * per_chunk..((chunk + 1) * per_chunk).min(per_partition);
+        let recs: Vec<Rec> =
+            seqs.flat_map(|s| (0..partitions).map(move |p| Rec::simple(p, &format!("p{p}-{s}")))).collect();
+        produce(&bootstrap, &topic, &recs).await;
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Per partition of `remote` on `bootstrap` (read_committed): how many records are duplicated
+/// or out of order, and how many are missing, against sequences `0..per_partition`.
+fn exactly_once_report(
+    bootstrap: &str,
+    remote: &str,
+    partitions: i32,
+    per_partition: usize,
+) -> BTreeMap<i32, (usize, usize)> {
+    let all = read_all_within(bootstrap, remote, false, Duration::from_secs(300));
+    (0..partitions)
+        .map(|p| {
+            let seqs: Vec<usize> = all
+                .get(&p)
+                .map(|recs| {
+                    recs.iter()
+                        .map(|(_, r)| {
+                            let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
+                            let (part, seq) = v[1..].split_once('-').unwrap();
+                            assert_eq!(part.parse::<i32>().unwrap(), p, "record {v} in partition {p}");
+                            seq.parse().unwrap()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let out_of_order = seqs.iter().enumerate().filter(|(i, s)| *i != **s).count();
+            let missing = per_partition.saturating_sub(seqs.len());
+            let extra = seqs.len().saturating_sub(per_partition);
+            (p, (out_of_order.max(extra), missing))
+        })
+        .collect()
+}
+
+/// Waits until `flow`'s committed positions reach `per_partition` in every partition of `topic`.
+async fn wait_replicated(flow: &Flow, topic: &str, partitions: i32, per_partition: usize, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let saved = strait::positions::load(&flow.target, &flow.name).await.unwrap_or_default();
+        let done = (0..partitions)
+            .all(|p| saved.get(&(topic.to_string(), p)).is_some_and(|s| s.next_offset >= per_partition as i64));
+        if done {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not replicated within {timeout:?}: {saved:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// A small xorshift generator: random kill moments without a dependency.
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// `STRAIT_EOS_KILLS` (default 5) SIGKILLs at random moments while `STRAIT_EOS_RECORDS` (default
+/// 200,000) records over 6 partitions are produced and replicated; `scripts/eos-kill-test` runs
+/// the full 20 kills / 1,000,000 records.
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_survives_repeated_sigkill() {
+    let (a, b) = (cluster(1), cluster(2));
+    let (kills, records) = (env_or("STRAIT_EOS_KILLS", 5), env_or("STRAIT_EOS_RECORDS", 200_000));
+    const PARTITIONS: i32 = 6;
+    let per_partition = records / PARTITIONS as usize;
+    let p = unique("eoskill");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic = format!("{p}-t");
+    let remote = format!("{src}.{topic}");
+    create_topic(&a, &topic, PARTITIONS, &[]).await;
+    let config = two_cluster_config(
+        (&src, &a, ""),
+        (&dst, &b, ""),
+        &format!("topics = [\"{topic}\"]\ndelivery = \"exactly_once\"\ncommit_interval_ms = 300"),
+        "",
+    );
+    let flow = Config::parse(&config).unwrap().remove(0);
+    let started = Instant::now();
+    // Records keep arriving during the first kills; the rest wait on the source.
+    let producer = tokio::spawn(produce_sequenced(
+        a.clone(),
+        topic.clone(),
+        PARTITIONS,
+        per_partition,
+        40,
+        Duration::from_millis(100),
+    ));
+    let mut seed = std::process::id() as u64 * 2_654_435_761 + 1;
+    for kill in 0..kills {
+        let strait = Strait::start(&format!("{p}-{kill}"), &config);
+        let alive = Duration::from_millis(1_500 + next_random(&mut seed) % 3_000);
+        tokio::time::sleep(alive).await;
+        strait.kill();
+    }
+    producer.await.unwrap();
+    let strait = Strait::start(&format!("{p}-last"), &config);
+    wait_replicated(&flow, &topic, PARTITIONS, per_partition, Duration::from_secs(600)).await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    let report = exactly_once_report(&b, &remote, PARTITIONS, per_partition);
+    let (duplicated, missing): (usize, usize) = report.values().fold((0, 0), |(d, m), (dd, mm)| (d + dd, m + mm));
+    eprintln!(
+        "exactly-once kill test: {kills} SIGKILLs, {} records over {PARTITIONS} partitions, {duplicated} duplicated or out of order, {missing} missing, wall time {:.1} s",
+        per_partition * PARTITIONS as usize,
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!((duplicated, missing), (0, 0), "per partition (duplicated/out of order, missing): {report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_exactly_once_instances_of_one_flow_never_duplicate() {
+    let (a, b) = (cluster(1), cluster(2));
+    const PARTITIONS: i32 = 3;
+    const PER_PARTITION: usize = 10_000;
+    let p = unique("eostwo");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic = format!("{p}-t");
+    let remote = format!("{src}.{topic}");
+    create_topic(&a, &topic, PARTITIONS, &[]).await;
+    let config = two_cluster_config(
+        (&src, &a, ""),
+        (&dst, &b, ""),
+        &format!("topics = [\"{topic}\"]\ndelivery = \"exactly_once\"\ncommit_interval_ms = 300"),
+        "",
+    );
+    let flow = Config::parse(&config).unwrap().remove(0);
+    let producer = tokio::spawn(produce_sequenced(
+        a.clone(),
+        topic.clone(),
+        PARTITIONS,
+        PER_PARTITION,
+        20,
+        Duration::from_millis(200),
+    ));
+    let mut first = Strait::start(&format!("{p}-1"), &config);
+    let mut second = Strait::start(&format!("{p}-2"), &config);
+    producer.await.unwrap();
+    wait_replicated(&flow, &topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
+    let (first_running, second_running) = (first.is_running(), second.is_running());
+    assert!(
+        first_running != second_running,
+        "exactly one instance keeps running (first {first_running}, second {second_running})"
+    );
+    let (fenced, survivor) = if first_running { (second, first) } else { (first, second) };
+    assert!(fenced.logs().contains("fenced by another instance of this flow"), "{}", fenced.logs());
+    assert!(survivor.stop().success());
+    let report = exactly_once_report(&b, &remote, PARTITIONS, PER_PARTITION);
+    assert!(report.values().all(|r| *r == (0, 0)), "per partition (duplicated/out of order, missing): {report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_through_a_target_broker_restart() {
+    let a = cluster(1);
+    let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(unique("broker"));
+    let mut target = strait_testkit::start_clusters(1, &dir).expect("dedicated target cluster").remove(0);
+    let b = target.bootstrap.clone();
+    const PARTITIONS: i32 = 3;
+    const PER_PARTITION: usize = 20_000;
+    let p = unique("eosbroker");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic = format!("{p}-t");
+    let remote = format!("{src}.{topic}");
+    create_topic(&a, &topic, PARTITIONS, &[]).await;
+    let config = two_cluster_config(
+        (&src, &a, ""),
+        (&dst, &b, ""),
+        &format!("topics = [\"{topic}\"]\ndelivery = \"exactly_once\"\ncommit_interval_ms = 300"),
+        "",
+    );
+    let flow = Arc::new(Config::parse(&config).unwrap().remove(0));
+    let producer = tokio::spawn(produce_sequenced(
+        a.clone(),
+        topic.clone(),
+        PARTITIONS,
+        PER_PARTITION,
+        30,
+        Duration::from_millis(200),
+    ));
+    let strait = Strait::start(&p, &config);
+    wait_until("replication under way", Duration::from_secs(60), || count(&b, &remote).unwrap_or(0) > 5_000).await;
+    // SIGKILL, not a clean shutdown: transactions are left open on the broker.
+    target.kill().unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    target.restart().expect("target broker restarts");
+    producer.await.unwrap();
+    wait_replicated(&flow, &topic, PARTITIONS, PER_PARTITION, Duration::from_secs(180)).await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    let report = exactly_once_report(&b, &remote, PARTITIONS, PER_PARTITION);
+    assert!(
+        report.values().all(|r| *r == (0, 0)),
+        "per partition (duplicated/out of order, missing): {report:?}\n{logs}"
+    );
+}
