@@ -260,6 +260,7 @@ where
         }
         let positions = batch.positions();
         self.sink.commit(&positions).await?;
+        tracing::debug!(records = batch.records, bytes = batch.bytes, partitions = positions.len(), "batch committed");
         self.source.acknowledge(&positions).await?;
         *batch = Batch::default();
         *backoff = self.config.retry_backoff;

@@ -112,7 +112,9 @@ impl Sink<(), u64> for MemSink {
         let mut s = self.shared.lock().unwrap();
         s.peak_uncommitted = s.peak_uncommitted.max(self.uncommitted.len());
         match self.failure {
-            Failure::RetriableEvery(n) if self.puts.is_multiple_of(n) => Err(ConnectError::retriable("topic t", "leader moved")),
+            Failure::RetriableEvery(n) if self.puts.is_multiple_of(n) => {
+                Err(ConnectError::retriable("topic t", "leader moved"))
+            }
             _ => Ok(()),
         }
     }

@@ -251,7 +251,10 @@ impl Strait {
             .arg("run")
             .arg("--config")
             .arg(&config)
-            .env("RUST_LOG", "info,librdkafka=warn,rdkafka=warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("STRAIT_TEST_RUST_LOG").unwrap_or_else(|_| "info,librdkafka=warn,rdkafka=warn".into()),
+            )
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .stdin(Stdio::null())
