@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 pub enum Contender {
     /// `strait run`, release build, default settings (at-least-once).
     Strait,
+    /// `strait run` with `delivery = "exactly_once"`, otherwise default settings.
+    StraitEos,
     /// MirrorMaker 2 dedicated mode with defaults and `tasks.max=2`.
     Mm2Default,
     /// MirrorMaker 2 tuned as the Kafka docs and vendor guides suggest.
@@ -19,12 +21,14 @@ pub enum Contender {
 
 impl Contender {
     /// Every contender, in run order.
-    pub const ALL: [Contender; 4] = [Contender::Strait, Contender::Mm2Default, Contender::Mm2Tuned, Contender::Raw];
+    pub const ALL: [Contender; 5] =
+        [Contender::Strait, Contender::StraitEos, Contender::Mm2Default, Contender::Mm2Tuned, Contender::Raw];
 
     /// Short name for tables.
     pub fn name(self) -> &'static str {
         match self {
             Contender::Strait => "strait",
+            Contender::StraitEos => "strait-eos",
             Contender::Mm2Default => "mm2-default",
             Contender::Mm2Tuned => "mm2-tuned",
             Contender::Raw => "raw-pipe",
@@ -77,10 +81,11 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
     fs::create_dir_all(&dir).expect("run dir");
     let (out, err) = log_file(&dir);
     let child = match contender {
-        Contender::Strait => {
+        Contender::Strait | Contender::StraitEos => {
+            let delivery = if contender == Contender::StraitEos { "exactly_once" } else { "at_least_once" };
             let list: Vec<String> = topics.iter().map(|t| format!("\"{t}\"")).collect();
             let config = format!(
-                "[[clusters]]\nalias = \"s{tag}\"\nbootstrap_servers = \"{source}\"\n\n[[clusters]]\nalias = \"t{tag}\"\nbootstrap_servers = \"{target}\"\n\n[[flows]]\nsource = \"s{tag}\"\ntarget = \"t{tag}\"\ntopics = [{}]\n",
+                "[[clusters]]\nalias = \"s{tag}\"\nbootstrap_servers = \"{source}\"\n\n[[clusters]]\nalias = \"t{tag}\"\nbootstrap_servers = \"{target}\"\n\n[[flows]]\nsource = \"s{tag}\"\ntarget = \"t{tag}\"\ndelivery = \"{delivery}\"\ntopics = [{}]\n",
                 list.join(", ")
             );
             fs::write(dir.join("strait.toml"), config).expect("config");

@@ -152,3 +152,48 @@ pub fn latencies(bootstrap: &str, topic: &str, expected: usize) -> Vec<i64> {
     }
     out
 }
+
+/// Records a Strait flow has committed per (source topic, partition): the `next_offset` of its
+/// newest position in `strait-positions.internal`, read `read_committed`. In exactly-once mode
+/// the target's watermarks also count transaction markers, so completion is read here instead.
+pub fn committed_positions(bootstrap: &str, flow: &str) -> BTreeMap<(String, i32), i64> {
+    const TOPIC: &str = "strait-positions.internal";
+    let mut out = BTreeMap::new();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "strait-bench")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
+    let Ok((_, high)) = consumer.fetch_watermarks(TOPIC, 0, Duration::from_secs(10)) else { return out };
+    let mut tpl = TopicPartitionList::new();
+    if tpl.add_partition_offset(TOPIC, 0, Offset::Beginning).is_err() || consumer.assign(&tpl).is_err() {
+        return out;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                let parse = |b: Option<&[u8]>| b.and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok());
+                if let (Some(k), Some(v)) = (parse(m.key()), parse(m.payload())) {
+                    if k["flow"] == flow {
+                        if let (Some(t), Some(p), Some(n)) =
+                            (k["topic"].as_str(), k["partition"].as_i64(), v["next_offset"].as_i64())
+                        {
+                            out.insert((t.to_string(), p as i32), n);
+                        }
+                    }
+                }
+            }
+            Some(Err(_)) => break,
+            // Past the last record (or its commit marker): done.
+            None => {
+                let at = consumer.position().ok().and_then(|tpl| tpl.find_partition(TOPIC, 0).map(|e| e.offset()));
+                if matches!(at, Some(Offset::Offset(o)) if o >= high) {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}

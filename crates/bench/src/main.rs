@@ -74,8 +74,16 @@ impl Bench {
         let mut first = None;
         let deadline = started + Duration::from_secs(1200);
         let mut got = 0;
+        // Replicated records per (target topic, partition).
+        let replicated = |dst: &rdkafka::consumer::BaseConsumer| match contender {
+            Contender::StraitEos => load::committed_positions(&self.target, &format!("s{tag}->t{tag}"))
+                .into_iter()
+                .map(|((t, p), n)| ((contender.target_topic(&tag, &t), p), n))
+                .collect(),
+            _ => load::counts(dst, &targets),
+        };
         while Instant::now() < deadline {
-            got = load::counts(&dst, &targets).values().sum::<i64>();
+            got = replicated(&dst).values().sum::<i64>();
             if got > 0 && first.is_none() {
                 first = Some(Instant::now());
             }
@@ -86,7 +94,7 @@ impl Bench {
         }
         let done = Instant::now();
         let (cpu, rss) = (cpu_seconds(pid), peak_rss_mb(pid));
-        let per_partition = load::counts(&dst, &targets);
+        let per_partition = replicated(&dst);
         let complete =
             expected.iter().all(|((t, p), n)| per_partition.get(&(contender.target_topic(&tag, t), *p)) == Some(n));
         drop(running);

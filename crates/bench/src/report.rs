@@ -117,12 +117,15 @@ pub fn write(r: &Results, dir: &Path) -> String {
         (Some(a), Some(b)) if b != 0.0 => format!("{:.2}", a / b),
         _ => "n/a".into(),
     };
+    let eos = find(&r.catch_up, "strait-eos", "catch-up");
     let ratio = format!(
-        "RATIO strait/mm2 throughput={} rss={} latency_p99={}; strait/raw throughput={}",
+        "RATIO strait/mm2 throughput={} rss={} latency_p99={}; strait/raw throughput={}; strait-eos/strait throughput={} cpu_per_gb={}",
         div(strait.map(CatchUp::records_per_s), mm2.map(CatchUp::records_per_s)),
         div(strait.map(|c| c.peak_rss_mb), mm2.map(|c| c.peak_rss_mb)),
         div(lat("strait").map(|l| l.p99_ms as f64), lat("mm2-tuned").map(|l| l.p99_ms as f64)),
         div(strait.map(CatchUp::records_per_s), raw.map(CatchUp::records_per_s)),
+        div(eos.map(CatchUp::records_per_s), strait.map(CatchUp::records_per_s)),
+        div(eos.map(CatchUp::cpu_per_gb), strait.map(CatchUp::cpu_per_gb)),
     );
     let _ = writeln!(md, "\n## Ratios (strait against MM2 tuned, uncompressed catch-up)\n\n`{ratio}`\n");
     if let Ok(findings) = std::fs::read_to_string(strait_testkit::repo_root().join("bench/FINDINGS.md")) {

@@ -45,7 +45,7 @@ async fn produce_compactable(bootstrap: &str, topic: &str, rounds: std::ops::Ran
 /// The source records a consumer of `topic` must still see: all of them, or on a compacted topic
 /// the newest value per key (compaction on the target may run ahead of the source's and remove
 /// older values of a key that the source still holds).
-fn must_see<'a>(recs: &'a [(i64, Rec)], compacted: bool) -> Vec<&'a Vec<u8>> {
+fn must_see(recs: &[(i64, Rec)], compacted: bool) -> Vec<&Vec<u8>> {
     let mut newest: BTreeMap<&Option<Vec<u8>>, &Vec<u8>> = BTreeMap::new();
     let mut all = Vec::new();
     for (_, r) in recs {
