@@ -15,14 +15,23 @@ pub enum Contender {
     Mm2Default,
     /// MirrorMaker 2 tuned as the Kafka docs and vendor guides suggest.
     Mm2Tuned,
+    /// MirrorMaker 2 dedicated mode, defaults with `tasks.max=2`, exactly-once source support
+    /// (KIP-618) with the internal REST server (KIP-710) it needs.
+    Mm2Eos,
     /// `raw-pipe`: consume → produce, nothing else.
     Raw,
 }
 
 impl Contender {
     /// Every contender, in run order.
-    pub const ALL: [Contender; 5] =
-        [Contender::Strait, Contender::StraitEos, Contender::Mm2Default, Contender::Mm2Tuned, Contender::Raw];
+    pub const ALL: [Contender; 6] = [
+        Contender::Strait,
+        Contender::StraitEos,
+        Contender::Mm2Default,
+        Contender::Mm2Tuned,
+        Contender::Mm2Eos,
+        Contender::Raw,
+    ];
 
     /// Short name for tables.
     pub fn name(self) -> &'static str {
@@ -31,6 +40,7 @@ impl Contender {
             Contender::StraitEos => "strait-eos",
             Contender::Mm2Default => "mm2-default",
             Contender::Mm2Tuned => "mm2-tuned",
+            Contender::Mm2Eos => "mm2-eos",
             Contender::Raw => "raw-pipe",
         }
     }
@@ -98,7 +108,7 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
                 .spawn()
                 .expect("start strait")
         }
-        Contender::Mm2Default | Contender::Mm2Tuned => {
+        Contender::Mm2Default | Contender::Mm2Tuned | Contender::Mm2Eos => {
             let mut props = format!(
                 "clusters = s{tag}, t{tag}\n\
                  s{tag}.bootstrap.servers = {source}\n\
@@ -119,6 +129,13 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
             );
             if contender == Contender::Mm2Default {
                 props.push_str("tasks.max = 2\n");
+            } else if contender == Contender::Mm2Eos {
+                props.push_str(&format!(
+                    "tasks.max = 2\n\
+                     t{tag}.exactly.once.source.support = enabled\n\
+                     dedicated.mode.enable.internal.rest = true\n\
+                     listeners = http://127.0.0.1:0\n"
+                ));
             } else {
                 // Kafka docs / vendor tuning guides: more tasks, larger batches, linger, bigger fetches.
                 props.push_str(&format!(

@@ -153,6 +153,42 @@ pub fn latencies(bootstrap: &str, topic: &str, expected: usize) -> Vec<i64> {
     out
 }
 
+/// Tails `topic` (`read_committed`) from its start until `expected` records arrived or
+/// `timeout` passed, in a thread; the join handle gives each record's receive time minus the send
+/// time in its value (ms). Start it before producing.
+pub fn visible_latencies(
+    bootstrap: &str,
+    topic: &str,
+    expected: usize,
+    timeout: Duration,
+) -> std::thread::JoinHandle<Vec<i64>> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "strait-bench-tail")
+        .set("isolation.level", "read_committed")
+        .set("fetch.wait.max.ms", "10")
+        .create()
+        .expect("consumer");
+    let topic = topic.to_string();
+    std::thread::spawn(move || {
+        let md = c.fetch_metadata(Some(&topic), Duration::from_secs(10)).expect("metadata");
+        let mut tpl = TopicPartitionList::new();
+        for p in md.topics()[0].partitions() {
+            tpl.add_partition_offset(&topic, p.id(), Offset::Beginning).expect("assign");
+        }
+        c.assign(&tpl).expect("assign");
+        let mut out = Vec::with_capacity(expected);
+        let deadline = Instant::now() + timeout;
+        while out.len() < expected && Instant::now() < deadline {
+            let Some(Ok(m)) = c.poll(Duration::from_millis(100)) else { continue };
+            if let Some(v) = m.payload().filter(|v| v.len() >= 8) {
+                out.push(now_ms() - i64::from_be_bytes(v[..8].try_into().expect("8 bytes")));
+            }
+        }
+        out
+    })
+}
+
 /// Records a Strait flow has committed per (source topic, partition): the `next_offset` of its
 /// newest position in `strait-positions.internal`, read `read_committed`. In exactly-once mode
 /// the target's watermarks also count transaction markers, so completion is read here instead.
@@ -196,4 +232,42 @@ pub fn committed_positions(bootstrap: &str, flow: &str) -> BTreeMap<(String, i32
         }
     }
     out
+}
+
+/// Counts the records of some target topics as a `read_committed` consumer sees them, tailing
+/// from their start: for replicators whose transaction markers also count in the watermarks and
+/// that keep no positions Strait could read (MirrorMaker 2 in exactly-once mode).
+pub struct CommittedCounter {
+    consumer: BaseConsumer,
+    counts: BTreeMap<(String, i32), i64>,
+}
+
+impl CommittedCounter {
+    /// Tails every partition of `topics` (which must exist) on `bootstrap`.
+    pub fn new(bootstrap: &str, topics: &[String]) -> Self {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", "strait-bench-count")
+            .set("isolation.level", "read_committed")
+            .create()
+            .expect("consumer");
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partition) in counts(&consumer, topics).into_keys() {
+            tpl.add_partition_offset(&topic, partition, Offset::Beginning).expect("assign");
+        }
+        consumer.assign(&tpl).expect("assign");
+        Self { consumer, counts: BTreeMap::new() }
+    }
+
+    /// Reads what arrived for up to `time`; returns the counts so far.
+    pub fn poll(&mut self, time: Duration) -> &BTreeMap<(String, i32), i64> {
+        let until = Instant::now() + time;
+        while Instant::now() < until {
+            match self.consumer.poll(Duration::from_millis(20)) {
+                Some(Ok(m)) => *self.counts.entry((m.topic().to_string(), m.partition())).or_default() += 1,
+                _ => break,
+            }
+        }
+        &self.counts
+    }
 }

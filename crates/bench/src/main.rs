@@ -59,7 +59,7 @@ impl Bench {
     fn catch_up(&mut self, contender: Contender, workload: &str, topics: &[String], partitions: i32) -> CatchUp {
         let tag = self.tag();
         let targets: Vec<String> = topics.iter().map(|t| contender.target_topic(&tag, t)).collect();
-        if contender == Contender::Raw {
+        if matches!(contender, Contender::Raw | Contender::Mm2Eos) {
             for t in &targets {
                 load::create_topic(&self.target, t, partitions, &[]);
             }
@@ -74,12 +74,15 @@ impl Bench {
         let mut first = None;
         let deadline = started + Duration::from_secs(1200);
         let mut got = 0;
-        // Replicated records per (target topic, partition).
-        let replicated = |dst: &rdkafka::consumer::BaseConsumer| match contender {
-            Contender::StraitEos => load::committed_positions(&self.target, &format!("s{tag}->t{tag}"))
+        // Replicated records per (target topic, partition). Transaction markers count in the
+        // watermarks, so exactly-once contenders are counted as a read_committed consumer sees them.
+        let mut counter = (contender == Contender::Mm2Eos).then(|| load::CommittedCounter::new(&self.target, &targets));
+        let mut replicated = |dst: &rdkafka::consumer::BaseConsumer| match (contender, counter.as_mut()) {
+            (Contender::StraitEos, _) => load::committed_positions(&self.target, &format!("s{tag}->t{tag}"))
                 .into_iter()
                 .map(|((t, p), n)| ((contender.target_topic(&tag, &t), p), n))
                 .collect(),
+            (_, Some(counter)) => counter.poll(Duration::from_millis(500)).clone(),
             _ => load::counts(dst, &targets),
         };
         while Instant::now() < deadline {
@@ -139,20 +142,28 @@ impl Bench {
         {
             std::thread::sleep(Duration::from_millis(100));
         }
+        let expected = (rate as f64 * duration.as_secs_f64()) as usize;
+        let tail =
+            load::visible_latencies(&self.target, &target, warmup + expected, duration + Duration::from_secs(120));
         let sent = load::produce_at_rate(&self.source, &topic, rate, duration);
         let mut lat = load::latencies(&self.target, &target, warmup + sent);
+        let mut visible = tail.join().unwrap_or_default();
         let rss = peak_rss_mb(pid);
         drop(running);
-        lat.drain(..warmup.min(lat.len()));
-        lat.sort_unstable();
-        let pct = |q: f64| lat.get(((lat.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(-1);
+        for l in [&mut lat, &mut visible] {
+            l.drain(..warmup.min(l.len()));
+            l.sort_unstable();
+        }
+        let pct = |l: &[i64], q: f64| l.get(((l.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(-1);
         let result = Latency {
             contender: contender.name().into(),
             rate,
             records: lat.len(),
-            p50_ms: pct(0.5),
-            p99_ms: pct(0.99),
+            p50_ms: pct(&lat, 0.5),
+            p99_ms: pct(&lat, 0.99),
             max_ms: lat.last().copied().unwrap_or(-1),
+            visible_p50_ms: pct(&visible, 0.5),
+            visible_p99_ms: pct(&visible, 0.99),
             peak_rss_mb: rss,
         };
         eprintln!("{result:?}");
