@@ -81,6 +81,8 @@ impl Bench {
             (Contender::StraitEos, _) => load::committed_positions(&self.target, &format!("s{tag}->t{tag}"))
                 .into_iter()
                 .map(|((t, p), n)| ((contender.target_topic(&tag, &t), p), n))
+                // Not the source's `heartbeats` (always replicated; MM2 writes one there).
+                .filter(|((t, _), _)| targets.contains(t))
                 .collect(),
             (_, Some(counter)) => counter.poll(Duration::from_millis(500)).clone(),
             _ => load::counts(dst, &targets),

@@ -4,7 +4,6 @@
 //! a reordering is seen.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strait::config::{Config, Flow};
@@ -78,6 +77,42 @@ async fn wait_replicated(flow: &Flow, topic: &str, partitions: i32, per_partitio
     }
 }
 
+/// An exactly-once flow from `source` to `target` over a new source topic of `partitions`
+/// partitions, whose records arrive in the background (`chunks` rounds, `pause` apart).
+struct Setup {
+    p: String,
+    topic: String,
+    remote: String,
+    config: String,
+    flow: Flow,
+    producer: tokio::task::JoinHandle<()>,
+}
+
+async fn setup(
+    prefix: &str,
+    source: &str,
+    target: &str,
+    partitions: i32,
+    per_partition: usize,
+    chunks: usize,
+    pause: Duration,
+) -> Setup {
+    let p = unique(prefix);
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic = format!("{p}-t");
+    create_topic(source, &topic, partitions, &[]).await;
+    let config = two_cluster_config(
+        (&src, source, ""),
+        (&dst, target, ""),
+        &format!("topics = [\"{topic}\"]\ndelivery = \"exactly_once\"\ncommit_interval_ms = 300"),
+        "",
+    );
+    let flow = Config::parse(&config).unwrap().remove(0);
+    let producer =
+        tokio::spawn(produce_sequenced(source.to_string(), topic.clone(), partitions, per_partition, chunks, pause));
+    Setup { remote: format!("{src}.{topic}"), p, topic, config, flow, producer }
+}
+
 /// A small xorshift generator: random kill moments without a dependency.
 fn next_random(state: &mut u64) -> u64 {
     *state ^= *state << 13;
@@ -99,28 +134,10 @@ async fn exactly_once_survives_repeated_sigkill() {
     let (kills, records) = (env_or("STRAIT_EOS_KILLS", 5), env_or("STRAIT_EOS_RECORDS", 200_000));
     const PARTITIONS: i32 = 6;
     let per_partition = records / PARTITIONS as usize;
-    let p = unique("eoskill");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic = format!("{p}-t");
-    let remote = format!("{src}.{topic}");
-    create_topic(&a, &topic, PARTITIONS, &[]).await;
-    let config = two_cluster_config(
-        (&src, &a, ""),
-        (&dst, &b, ""),
-        &format!("topics = [\"{topic}\"]\ndelivery = \"exactly_once\"\ncommit_interval_ms = 300"),
-        "",
-    );
-    let flow = Config::parse(&config).unwrap().remove(0);
     let started = Instant::now();
     // Records keep arriving during the first kills; the rest wait on the source.
-    let producer = tokio::spawn(produce_sequenced(
-        a.clone(),
-        topic.clone(),
-        PARTITIONS,
-        per_partition,
-        40,
-        Duration::from_millis(100),
-    ));
+    let Setup { p, topic, remote, config, flow, producer } =
+        setup("eoskill", &a, &b, PARTITIONS, per_partition, 40, Duration::from_millis(100)).await;
     let mut seed = std::process::id() as u64 * 2_654_435_761 + 1;
     for kill in 0..kills {
         let strait = Strait::start(&format!("{p}-{kill}"), &config);
@@ -148,26 +165,8 @@ async fn two_exactly_once_instances_of_one_flow_never_duplicate() {
     let (a, b) = (cluster(1), cluster(2));
     const PARTITIONS: i32 = 3;
     const PER_PARTITION: usize = 10_000;
-    let p = unique("eostwo");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic = format!("{p}-t");
-    let remote = format!("{src}.{topic}");
-    create_topic(&a, &topic, PARTITIONS, &[]).await;
-    let config = two_cluster_config(
-        (&src, &a, ""),
-        (&dst, &b, ""),
-        &format!("topics = [\"{topic}\"]\ndelivery = \"exactly_once\"\ncommit_interval_ms = 300"),
-        "",
-    );
-    let flow = Config::parse(&config).unwrap().remove(0);
-    let producer = tokio::spawn(produce_sequenced(
-        a.clone(),
-        topic.clone(),
-        PARTITIONS,
-        PER_PARTITION,
-        20,
-        Duration::from_millis(200),
-    ));
+    let Setup { p, topic, remote, config, flow, producer } =
+        setup("eostwo", &a, &b, PARTITIONS, PER_PARTITION, 20, Duration::from_millis(200)).await;
     let mut first = Strait::start(&format!("{p}-1"), &config);
     let mut second = Strait::start(&format!("{p}-2"), &config);
     producer.await.unwrap();
@@ -192,26 +191,8 @@ async fn exactly_once_through_a_target_broker_restart() {
     let b = target.bootstrap.clone();
     const PARTITIONS: i32 = 3;
     const PER_PARTITION: usize = 20_000;
-    let p = unique("eosbroker");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic = format!("{p}-t");
-    let remote = format!("{src}.{topic}");
-    create_topic(&a, &topic, PARTITIONS, &[]).await;
-    let config = two_cluster_config(
-        (&src, &a, ""),
-        (&dst, &b, ""),
-        &format!("topics = [\"{topic}\"]\ndelivery = \"exactly_once\"\ncommit_interval_ms = 300"),
-        "",
-    );
-    let flow = Arc::new(Config::parse(&config).unwrap().remove(0));
-    let producer = tokio::spawn(produce_sequenced(
-        a.clone(),
-        topic.clone(),
-        PARTITIONS,
-        PER_PARTITION,
-        30,
-        Duration::from_millis(200),
-    ));
+    let Setup { p, topic, remote, config, flow, producer } =
+        setup("eosbroker", &a, &b, PARTITIONS, PER_PARTITION, 30, Duration::from_millis(200)).await;
     let strait = Strait::start(&p, &config);
     wait_until("replication under way", Duration::from_secs(60), || count(&b, &remote).unwrap_or(0) > 5_000).await;
     // SIGKILL, not a clean shutdown: transactions are left open on the broker.

@@ -4,6 +4,20 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unproducible_record_stops_the_flow_naming_topic_partition_offset() {
+    unproducible_record_stops_the_flow("at_least_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unproducible_record_stops_an_exactly_once_flow_and_nothing_after_it_is_visible() {
+    unproducible_record_stops_the_flow("exactly_once").await;
+}
+
+/// Records replicated (read_committed) to `remote`'s partition 0.
+fn replicated(b: &str, remote: &str) -> usize {
+    read_all(b, remote, false).get(&0).map_or(0, Vec::len)
+}
+
+async fn unproducible_record_stops_the_flow(delivery: &str) {
     let (a, b) = (cluster(1), cluster(2));
     let p = unique("fail");
     let (src, dst) = (format!("{p}s"), format!("{p}d"));
@@ -11,13 +25,18 @@ async fn unproducible_record_stops_the_flow_naming_topic_partition_offset() {
     create_topic(&a, &topic, 1, &[("max.message.bytes", "2000000")]).await;
     // The target topic already exists and refuses records over 10 kB.
     create_topic(&b, &format!("{src}.{topic}"), 1, &[("max.message.bytes", "10000")]).await;
-    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]"), "");
+    let config = two_cluster_config(
+        (&src, &a, ""),
+        (&dst, &b, ""),
+        &format!("topics = [\"{topic}\"]\ndelivery = \"{delivery}\""),
+        "",
+    );
     // Five small records replicate; the sixth (offset 5) is too large for the target. Produced
     // after the first five are on the target, so it travels alone in its produce batch.
     produce(&a, &topic, &(0..5).map(|i| Rec::simple(0, &format!("small-{i}"))).collect::<Vec<_>>()).await;
     let first = Strait::start(&format!("{p}-first"), &config);
-    wait_until("small records replicated", Duration::from_secs(60), || count(&b, &format!("{src}.{topic}")) == Some(5))
-        .await;
+    let remote = format!("{src}.{topic}");
+    wait_until("small records replicated", Duration::from_secs(60), || replicated(&b, &remote) == 5).await;
     assert!(first.stop().success());
     // The too-large record, then a small one that must not overtake it on the target.
     // Over batch.size (1 MB), so it travels in its own batch and "after" in the next one.
@@ -43,5 +62,9 @@ async fn unproducible_record_stops_the_flow_naming_topic_partition_offset() {
             "the refused record is not on the target"
         );
         assert!(target[&0].len() >= 5, "the records before it are");
+        if delivery == "exactly_once" {
+            // The batch holding the refused record is aborted whole: nothing after it is visible.
+            assert_eq!(target[&0].len(), 5, "{:?}", target[&0]);
+        }
     }
 }
