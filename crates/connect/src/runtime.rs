@@ -190,7 +190,7 @@ where
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 // A shutdown during the backoff stops at once: the aborted batch is read again at start.
-                _ = command.wait_for(|c| *c == Command::Shutdown) => return Ok(()),
+                Ok(_) = command.wait_for(|c| *c == Command::Shutdown) => return Ok(()),
             }
             backoff = (backoff * 2).min(self.config.max_retry_backoff);
         }

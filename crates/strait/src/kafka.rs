@@ -107,71 +107,87 @@ pub type RawRecord = (i64, Vec<u8>, Vec<u8>);
 /// Every committed record of partition 0 of `topic` (Strait's state topics have one partition)
 /// with a key and a value, from its beginning to the end seen at the start. A missing or empty
 /// topic gives nothing. For the small compacted state topics (positions, checkpoints).
-/// Errors: the first client error, or no progress for 30 s.
+/// Errors: the first client error, or no progress for 30 s (a transaction of another writer left
+/// open holds `read_committed` readers back until it ends).
 pub async fn read_to_end(cluster: &ClusterConfig, topic: &str) -> Result<Vec<RawRecord>, KafkaError> {
-    let consumer = state_reader(cluster, "strait-state-reader")?;
+    let reader = StateReader::new(cluster, "strait-state-reader")?;
     let topic = topic.to_string();
-    Ok(blocking(move || read_new_records(&consumer, &topic, None)).await?.0)
+    Ok(blocking(move || reader.read_new_records(&topic, None)).await?.0)
 }
 
-/// A consumer for [`read_new_records`]: `read_committed`, so records of aborted or still open
-/// transactions are never read; never commits.
-pub fn state_reader(cluster: &ClusterConfig, group: &str) -> Result<BaseConsumer, KafkaError> {
-    cluster
-        .client_config(&[("group.id", group), ("enable.auto.commit", "false"), ("isolation.level", "read_committed")])
-        .create()
+/// Reads a state topic `read_committed`, so records of aborted or still open transactions are
+/// never used, up to its real end: a second, `read_uncommitted` client gives the high watermark
+/// (a `read_committed` one would give the last stable offset, stopping short of records that a
+/// transaction still open at that moment would hide).
+pub struct StateReader {
+    consumer: BaseConsumer,
+    watermarks: BaseConsumer,
 }
 
-/// Records with a key and a value of partition 0 of `topic`, from `next` (or, when `None`,
-/// assigning `consumer` at the beginning) to the high watermark seen now, and the next offset to
-/// read. Transaction markers and aborted records are stepped over by the consumer's position.
-/// Blocking: call from a blocking thread. A topic that does not exist yet reads nothing.
-pub fn read_new_records(
-    consumer: &BaseConsumer,
-    topic: &str,
-    next: Option<i64>,
-) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
-    let md = consumer.fetch_metadata(Some(topic), METADATA_TIMEOUT)?;
-    if !md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()) {
-        return Ok((Vec::new(), next));
+impl StateReader {
+    /// A reader of `cluster` with consumer group id `group` (never joined, never committed).
+    /// Errors: invalid client config.
+    pub fn new(cluster: &ClusterConfig, group: &str) -> Result<Self, KafkaError> {
+        let client = |isolation| {
+            cluster
+                .client_config(&[("group.id", group), ("enable.auto.commit", "false"), ("isolation.level", isolation)])
+                .create()
+        };
+        Ok(Self { consumer: client("read_committed")?, watermarks: client("read_uncommitted")? })
     }
-    let (low, high) = consumer.fetch_watermarks(topic, 0, METADATA_TIMEOUT)?;
-    let mut position = match next {
-        Some(n) => n,
-        None => {
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
-            consumer.assign(&tpl)?;
-            low
+
+    /// Records with a key and a value of partition 0 of `topic`, from `next` (or, when `None`,
+    /// assigning the reader at the beginning) to the high watermark seen now, and the next offset
+    /// to read. Transaction markers and aborted records are stepped over by the consumer's
+    /// position. Blocking: call from a blocking thread. A topic that does not exist yet reads nothing.
+    pub fn read_new_records(
+        &self,
+        topic: &str,
+        next: Option<i64>,
+    ) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
+        let consumer = &self.consumer;
+        let md = consumer.fetch_metadata(Some(topic), METADATA_TIMEOUT)?;
+        if !md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()) {
+            return Ok((Vec::new(), next));
         }
-    };
-    let mut out = Vec::new();
-    let mut progress = Instant::now();
-    while position < high {
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => {
-                position = m.offset() + 1;
-                progress = Instant::now();
-                if let (Some(k), Some(v)) = (m.key(), m.payload()) {
-                    out.push((m.offset(), k.to_vec(), v.to_vec()));
-                }
-            }
-            Some(Err(e)) => return Err(e),
+        let (low, high) = self.watermarks.fetch_watermarks(topic, 0, METADATA_TIMEOUT)?;
+        let mut position = match next {
+            Some(n) => n,
             None => {
-                // Past a commit marker or an aborted transaction no record arrives: the
-                // consumer's position tells how far it got.
-                let fetched = consumer.position()?.find_partition(topic, 0).map(|e| e.offset());
-                if let Some(Offset::Offset(p)) = fetched {
-                    if p > position {
-                        position = p;
-                        progress = Instant::now();
+                let mut tpl = TopicPartitionList::new();
+                tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
+                consumer.assign(&tpl)?;
+                low
+            }
+        };
+        let mut out = Vec::new();
+        let mut progress = Instant::now();
+        while position < high {
+            match consumer.poll(Duration::from_millis(200)) {
+                Some(Ok(m)) => {
+                    position = m.offset() + 1;
+                    progress = Instant::now();
+                    if let (Some(k), Some(v)) = (m.key(), m.payload()) {
+                        out.push((m.offset(), k.to_vec(), v.to_vec()));
                     }
                 }
-                if position < high && progress.elapsed() > READ_STALL_TIMEOUT {
-                    return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut));
+                Some(Err(e)) => return Err(e),
+                None => {
+                    // Past a commit marker or an aborted transaction no record arrives: the
+                    // consumer's position tells how far it got.
+                    let fetched = consumer.position()?.find_partition(topic, 0).map(|e| e.offset());
+                    if let Some(Offset::Offset(p)) = fetched {
+                        if p > position {
+                            position = p;
+                            progress = Instant::now();
+                        }
+                    }
+                    if position < high && progress.elapsed() > READ_STALL_TIMEOUT {
+                        return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut));
+                    }
                 }
             }
         }
+        Ok((out, Some(position)))
     }
-    Ok((out, Some(position)))
 }

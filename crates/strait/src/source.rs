@@ -164,6 +164,7 @@ impl KafkaSource {
         }
         let recreated = self.recreated(&fresh).await;
         let mut new = TopicPartitionList::new();
+        let mut starts = Vec::with_capacity(fresh.len());
         for (topic, p) in fresh {
             let offset = match self.saved.get(&(topic.clone(), p)) {
                 Some(_) if recreated.contains(&(topic.clone(), p)) => {
@@ -175,12 +176,16 @@ impl KafkaSource {
             };
             new.add_partition_offset(&topic, p, offset)
                 .map_err(|e| ConnectError::offset(format!("assign {topic} partition {p}"), e))?;
-            self.resume.insert((shared_name(&mut self.names, &topic), p), offset);
-            self.assigned.insert((topic, p));
+            starts.push((topic, p, offset));
         }
         if new.count() > 0 {
             tracing::info!(flow = %self.flow.name, partitions = new.count(), "assigning new source partitions");
             self.consumer.incremental_assign(&new).map_err(|e| ConnectError::backend("assign source partitions", e))?;
+        }
+        // Only once assigned: a failed assign is tried again at the next refresh.
+        for (topic, p, offset) in starts {
+            self.resume.insert((shared_name(&mut self.names, &topic), p), offset);
+            self.assigned.insert((topic, p));
         }
         Ok(selected)
     }

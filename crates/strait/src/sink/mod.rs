@@ -52,17 +52,38 @@ const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
     ("message.timeout.ms", "300000"),
 ];
 
-/// Broker answers that no retry can change: the flow stops on them, naming the record.
-const PERMANENT: &[RDKafkaErrorCode] = &[
-    RDKafkaErrorCode::MessageSizeTooLarge,
-    RDKafkaErrorCode::InvalidRecord,
-    RDKafkaErrorCode::InvalidTimestamp,
-    RDKafkaErrorCode::TopicAuthorizationFailed,
-    RDKafkaErrorCode::ClusterAuthorizationFailed,
-    RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
-    RDKafkaErrorCode::InvalidMessage,
-    RDKafkaErrorCode::PolicyViolation,
+/// Errors that a later attempt may not meet: the broker or the network was briefly unavailable,
+/// or leadership moved. In exactly-once mode the batch is aborted and replayed on these; any
+/// other error (record too large, invalid record, authorization...) stops the flow naming the
+/// record, rather than replaying a batch that can never succeed.
+const TRANSIENT: &[RDKafkaErrorCode] = &[
+    RDKafkaErrorCode::BrokerTransportFailure,
+    RDKafkaErrorCode::MessageTimedOut,
+    RDKafkaErrorCode::AllBrokersDown,
+    RDKafkaErrorCode::OperationTimedOut,
+    RDKafkaErrorCode::TimedOutQueue,
+    RDKafkaErrorCode::PurgeQueue,
+    RDKafkaErrorCode::PurgeInflight,
+    RDKafkaErrorCode::Retry,
+    RDKafkaErrorCode::WaitingForCoordinator,
+    RDKafkaErrorCode::LeaderNotAvailable,
+    RDKafkaErrorCode::NotLeaderForPartition,
+    RDKafkaErrorCode::RequestTimedOut,
+    RDKafkaErrorCode::NetworkException,
+    RDKafkaErrorCode::CoordinatorLoadInProgress,
+    RDKafkaErrorCode::CoordinatorNotAvailable,
+    RDKafkaErrorCode::NotCoordinator,
+    RDKafkaErrorCode::NotEnoughReplicas,
+    RDKafkaErrorCode::NotEnoughReplicasAfterAppend,
+    RDKafkaErrorCode::ConcurrentTransactions,
+    RDKafkaErrorCode::KafkaStorageError,
+    RDKafkaErrorCode::FencedLeaderEpoch,
+    RDKafkaErrorCode::UnknownLeaderEpoch,
 ];
+
+/// First and longest wait between attempts of a retriable transactional call.
+const TRANSACTION_RETRY_MIN: Duration = Duration::from_millis(200);
+const TRANSACTION_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// What the sink remembers of a produced record until its ack.
 enum InFlight {
@@ -87,6 +108,8 @@ pub struct TargetSink {
     source_syncs: Option<FutureProducer>,
     /// `transaction.timeout.ms`, in exactly-once mode.
     transaction_timeout: Option<Duration>,
+    /// A transaction is open (begun, not yet committed or aborted).
+    in_transaction: bool,
     /// Offset and timestamp (ms) of the last record put per source partition, saved with positions.
     last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
     loop_drops: u64,
@@ -155,6 +178,7 @@ impl TargetSink {
             syncs_topic,
             source_syncs,
             transaction_timeout,
+            in_transaction: false,
             last: HashMap::new(),
             flow,
             service,
@@ -176,7 +200,8 @@ impl TargetSink {
             if fenced {
                 return ConnectError::transaction(
                     format!(
-                        "flow {}: fenced by another instance of this flow (transactional.id {}); this instance stops ({context})",
+                        "flow {}: fenced by another instance of this flow (transactional.id {}), or its transaction \
+                         outlived transaction_timeout_ms and was aborted by the target; this instance stops ({context})",
                         self.flow.name,
                         self.flow.transactional_id()
                     ),
@@ -185,8 +210,11 @@ impl TargetSink {
             }
             return ConnectError::backend(format!("{context}: the producer failed for good"), reason);
         }
-        let permanent = e.rdkafka_error_code().is_some_and(|c| PERMANENT.contains(&c));
-        if self.transaction_timeout.is_some() && !permanent {
+        let transient = match &e {
+            KafkaError::Transaction(t) => t.is_retriable() || t.txn_requires_abort(),
+            _ => e.rdkafka_error_code().is_some_and(|c| TRANSIENT.contains(&c)),
+        };
+        if self.transaction_timeout.is_some() && transient {
             ConnectError::retriable(context, e)
         } else {
             ConnectError::backend(context, e)
@@ -229,22 +257,25 @@ impl TargetSink {
         Ok(())
     }
 
-    /// Runs a transactional call, retrying while librdkafka says it is retriable, up to the
-    /// transaction timeout. Errors through [`TargetSink::failure`].
+    /// Runs a transactional call (each attempt waits up to the transaction timeout), calling it
+    /// again while librdkafka says the error is retriable — say, the target is down — with a
+    /// doubling backoff (0.2 s to 5 s), each attempt logged: librdkafka requires the same call to
+    /// be repeated until it completes. Errors through [`TargetSink::failure`].
     async fn transaction_call(
         &self,
         what: &str,
         call: impl Fn(&service::DataProducer, Duration) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
     ) -> ConnectResult<()> {
         let timeout = self.transaction_timeout.unwrap_or(Duration::from_secs(60));
-        let deadline = tokio::time::Instant::now() + timeout;
+        let mut backoff = TRANSACTION_RETRY_MIN;
         loop {
             let call = call.clone();
             match self.service.transaction(move |p| call(p, timeout)).await {
                 Ok(()) => return Ok(()),
-                Err(KafkaError::Transaction(e)) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
-                    tracing::warn!(flow = %self.flow.name, error = %e, "{what} failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                Err(KafkaError::Transaction(e)) if e.is_retriable() => {
+                    tracing::warn!(flow = %self.flow.name, error = %e, retry_in_ms = backoff.as_millis() as u64, "{what} failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(TRANSACTION_RETRY_MAX);
                 }
                 Err(e) => return Err(self.failure(format!("flow {}: {what}", self.flow.name), e)),
             }
@@ -348,8 +379,9 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         if let Err(failed) = self.service.wait_acks(0, &mut |_, _| {}).await {
             return Err(self.produce_error(failed));
         }
-        if self.transaction_timeout.is_some() {
+        if self.in_transaction {
             self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+            self.in_transaction = false;
         }
         Ok(())
     }
@@ -361,17 +393,21 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     async fn begin(&mut self) -> ConnectResult<()> {
         if self.transaction_timeout.is_some() {
             self.transaction_call("begin transaction", |p, _| p.begin_transaction()).await?;
+            self.in_transaction = true;
         }
         Ok(())
     }
 
-    /// Aborts the open transaction; acks of its records still to come are ignored, and offset
-    /// syncs restart from the next record of each partition.
+    /// Aborts the open transaction (none open: nothing to do); acks of its records still to come
+    /// are ignored, and offset syncs restart from the next record of each partition.
     async fn abort(&mut self) -> ConnectResult<()> {
         if self.transaction_timeout.is_none() {
             return Err(ConnectError::transaction("abort", "an at-least-once sink has no transactions"));
         }
-        self.transaction_call("abort transaction", |p, timeout| p.abort_transaction(timeout)).await?;
+        if self.in_transaction {
+            self.transaction_call("abort transaction", |p, timeout| p.abort_transaction(timeout)).await?;
+            self.in_transaction = false;
+        }
         self.service.forget_in_flight();
         self.syncs.reset();
         Ok(())

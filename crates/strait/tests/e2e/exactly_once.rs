@@ -92,8 +92,9 @@ async fn wait_replicated(flow: &Flow, topic: &str, partitions: i32, per_partitio
     }
 }
 
-/// An exactly-once flow from `source` to `target` over a new source topic of `partitions`
-/// partitions, whose records arrive in the background (`chunks` rounds, `pause` apart).
+/// An exactly-once flow from the shared cluster 1 to `target` (with `extra` flow settings) over a new source
+/// topic of `partitions` partitions, whose records arrive in the background (`chunks` rounds,
+/// `pause` apart).
 struct Setup {
     p: String,
     topic: String,
@@ -105,13 +106,14 @@ struct Setup {
 
 async fn setup(
     prefix: &str,
-    source: &str,
     target: &str,
     partitions: i32,
     per_partition: usize,
     chunks: usize,
     pause: Duration,
+    extra: &str,
 ) -> Setup {
+    let source = &cluster(1);
     let p = unique(prefix);
     let (src, dst) = (format!("{p}s"), format!("{p}d"));
     let topic = format!("{p}-t");
@@ -119,7 +121,7 @@ async fn setup(
     let config = two_cluster_config(
         (&src, source, ""),
         (&dst, target, ""),
-        &format!("topics = [\"{topic}\"]\ndelivery = \"exactly_once\"\ncommit_interval_ms = 300"),
+        &format!("topics = [\"{topic}\"]\ndelivery = \"exactly_once\"\ncommit_interval_ms = 300\n{extra}"),
         "",
     );
     let flow = Config::parse(&config).unwrap().remove(0);
@@ -145,14 +147,14 @@ fn env_or(name: &str, default: usize) -> usize {
 /// the full 20 kills / 1,000,000 records.
 #[tokio::test(flavor = "multi_thread")]
 async fn exactly_once_survives_repeated_sigkill() {
-    let (a, b) = (cluster(1), cluster(2));
+    let b = cluster(2);
     let (kills, records) = (env_or("STRAIT_EOS_KILLS", 5), env_or("STRAIT_EOS_RECORDS", 200_000));
     const PARTITIONS: i32 = 6;
     let per_partition = records / PARTITIONS as usize;
     let started = Instant::now();
     // Records keep arriving during the first kills; the rest wait on the source.
     let Setup { p, topic, remote, config, flow, producer } =
-        setup("eoskill", &a, &b, PARTITIONS, per_partition, 40, Duration::from_millis(100)).await;
+        setup("eoskill", &b, PARTITIONS, per_partition, 40, Duration::from_millis(100), "").await;
     let mut seed = std::process::id() as u64 * 2_654_435_761 + 1;
     for kill in 0..kills {
         let strait = Strait::start(&format!("{p}-{kill}"), &config);
@@ -184,11 +186,11 @@ async fn exactly_once_survives_repeated_sigkill() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_exactly_once_instances_of_one_flow_never_duplicate() {
-    let (a, b) = (cluster(1), cluster(2));
+    let b = cluster(2);
     const PARTITIONS: i32 = 3;
     const PER_PARTITION: usize = 10_000;
     let Setup { p, topic, remote, config, flow, producer } =
-        setup("eostwo", &a, &b, PARTITIONS, PER_PARTITION, 20, Duration::from_millis(200)).await;
+        setup("eostwo", &b, PARTITIONS, PER_PARTITION, 20, Duration::from_millis(200), "").await;
     let mut first = Strait::start(&format!("{p}-1"), &config);
     let mut second = Strait::start(&format!("{p}-2"), &config);
     producer.await.unwrap();
@@ -206,25 +208,44 @@ async fn two_exactly_once_instances_of_one_flow_never_duplicate() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn exactly_once_through_a_target_broker_restart() {
-    let a = cluster(1);
+async fn exactly_once_through_target_broker_restarts() {
     let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(unique("broker"));
     let mut target = strait_testkit::start_clusters(1, &dir).expect("dedicated target cluster").remove(0);
     let b = target.bootstrap.clone();
     const PARTITIONS: i32 = 3;
     const PER_PARTITION: usize = 20_000;
-    let Setup { p, topic, remote, config, flow, producer } =
-        setup("eosbroker", &a, &b, PARTITIONS, PER_PARTITION, 30, Duration::from_millis(200)).await;
+    // A short transaction timeout, so records produced into the long outage time out and their
+    // batch must be aborted and replayed.
+    let Setup { p, topic, remote, config, flow, producer } = setup(
+        "eosbroker",
+        &b,
+        PARTITIONS,
+        PER_PARTITION,
+        100,
+        Duration::from_millis(200),
+        "transaction_timeout_ms = 8000",
+    )
+    .await;
     let strait = Strait::start(&p, &config);
-    wait_until("replication under way", Duration::from_secs(60), || count(&b, &remote).unwrap_or(0) > 5_000).await;
-    // SIGKILL, not a clean shutdown: transactions are left open on the broker.
-    target.kill().unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    target.restart().expect("target broker restarts");
+    // SIGKILL, not a clean shutdown: transactions are left open on the broker. First a short
+    // outage (librdkafka retries inside the transaction), then one longer than the timeout.
+    for (outage, replicated_before) in [(Duration::from_secs(2), 5_000), (Duration::from_secs(12), 25_000)] {
+        wait_until("replication under way", Duration::from_secs(60), || {
+            count(&b, &remote).unwrap_or(0) > replicated_before
+        })
+        .await;
+        target.kill().unwrap();
+        tokio::time::sleep(outage).await;
+        target.restart().expect("target broker restarts");
+    }
     producer.await.unwrap();
     wait_replicated(&flow, &topic, PARTITIONS, PER_PARTITION, Duration::from_secs(180)).await;
     let logs = strait.logs();
     assert!(strait.stop().success(), "{logs}");
     let report = exactly_once_report(&b, &remote, PARTITIONS, PER_PARTITION);
     assert!(report.values().all(|r| *r == Seen::default()), "per partition: {report:?}\n{logs}");
+    assert!(
+        logs.contains("batch aborted; rewinding the source and retrying"),
+        "the long outage aborts a batch: {logs}"
+    );
 }

@@ -138,3 +138,51 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
         read_all(&b, &remote, true).remove(&0).unwrap().into_iter().map(|(_, r)| r.value.unwrap()).collect();
     assert!(!values.contains(&b"zombie".to_vec()), "the zombie's record never becomes visible");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn positions_behind_another_writers_open_transaction_are_read_once_it_ends() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use std::time::{Duration, Instant};
+
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("lso");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic: Arc<str> = Arc::from(format!("{p}-t").as_str());
+    create_topic(&a, &topic, 1, &[]).await;
+    let flow = sink_flow(&src, &dst, "delivery = \"exactly_once\"");
+    let (mut sink, _) = TargetSink::start(flow.clone()).await.expect("transactional sink starts");
+    let position = |offset| [SourceOffset { topic: topic.clone(), partition: 0, offset }];
+    sink.begin().await.unwrap();
+    sink.put((0..3).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
+    sink.commit(&position(2)).await.unwrap();
+
+    // Another flow writing to the same target leaves a transaction open on the positions topic...
+    let other: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("transactional.id", format!("{p}-other"))
+        .create()
+        .unwrap();
+    other.init_transactions(Duration::from_secs(30)).unwrap();
+    other.begin_transaction().unwrap();
+    other.send(BaseRecord::to("strait-positions.internal").partition(0).key("other").payload("{}")).unwrap();
+    other.flush(Duration::from_secs(10)).unwrap();
+    // ...while this flow commits its next batch, whose position lies after the open transaction.
+    sink.begin().await.unwrap();
+    sink.put((3..6).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
+    sink.commit(&position(5)).await.unwrap();
+    let aborter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(3));
+        other.abort_transaction(Duration::from_secs(30)).unwrap();
+    });
+    let started = Instant::now();
+    let saved = positions::load(&flow.target, &flow.name).await.unwrap();
+    assert_eq!(
+        saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset),
+        Some(6),
+        "the newest committed position, not the one before the open transaction"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(2), "read waited for the open transaction to end");
+    aborter.join().unwrap();
+    sink.close().await.unwrap();
+}

@@ -4,14 +4,13 @@
 
 use std::sync::Arc;
 
-use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
 use serde::Serialize;
 use strait_mm2::{OffsetSync, OffsetSyncStore, UpstreamOffset};
 
 use super::groups::GroupClient;
 use crate::config::Flow;
-use crate::kafka::{blocking, read_new_records, state_reader};
+use crate::kafka::{blocking, StateReader};
 
 /// One translated partition of a group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -34,7 +33,7 @@ pub struct Translation {
 /// Reads a flow's offset syncs and translates group offsets with them.
 pub struct Translator {
     flow: Arc<Flow>,
-    consumer: Arc<BaseConsumer>,
+    reader: Arc<StateReader>,
     topic: String,
     /// Next offset of the syncs topic to read; `None` until assigned.
     next: Option<i64>,
@@ -46,20 +45,20 @@ impl Translator {
     pub fn new(flow: Arc<Flow>) -> Result<Self, KafkaError> {
         let (cluster, topic) = flow.offset_syncs();
         // read_committed: syncs of an aborted exactly-once batch are never used.
-        let consumer: BaseConsumer = state_reader(cluster, "strait-offset-syncs-reader")?;
+        let reader = StateReader::new(cluster, "strait-offset-syncs-reader")?;
         // The checkpoint task reloads its checkpoints before translating and never emits a rewind,
         // and the CLI only reads, so both may keep the whole history while loading.
-        Ok(Self { flow, consumer: Arc::new(consumer), topic, next: None, store: OffsetSyncStore::keeping_history() })
+        Ok(Self { flow, reader: Arc::new(reader), topic, next: None, store: OffsetSyncStore::keeping_history() })
     }
 
     /// Reads the offset-syncs topic up to its current end. The first complete read makes the
     /// store ready (MM2 translates nothing before). A topic that does not exist yet counts as
     /// empty. Undecodable records are skipped with a warning, as MM2 does.
     pub async fn catch_up(&mut self) -> Result<(), KafkaError> {
-        let consumer = self.consumer.clone();
+        let reader = self.reader.clone();
         let topic = self.topic.clone();
         let next = self.next;
-        let (records, next) = blocking(move || read_new_records(&consumer, &topic, next)).await?;
+        let (records, next) = blocking(move || reader.read_new_records(&topic, next)).await?;
         self.next = next;
         for (offset, key, value) in records {
             match OffsetSync::decode(&key, &value) {
