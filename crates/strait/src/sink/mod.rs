@@ -188,9 +188,9 @@ impl TargetSink {
     }
 
     /// A [`ConnectError`] for a failed write described by `context`: a fenced producer stops
-    /// the flow saying so; a permanent broker answer stops it naming the record; anything else
-    /// is retriable in exactly-once mode (the batch is aborted and replayed) and final otherwise
-    /// (librdkafka already retried until `message.timeout.ms`).
+    /// the flow saying so; a [`TRANSIENT`] error is retriable in exactly-once mode (the batch is
+    /// aborted and replayed); anything else, and every error in at-least-once mode (librdkafka
+    /// already retried until `message.timeout.ms`), stops the flow naming the record.
     fn failure(&self, context: String, e: KafkaError) -> ConnectError {
         if let Some((code, reason)) = self.service.fatal_error() {
             let fenced = matches!(
