@@ -68,6 +68,23 @@ impl ClusterConfig {
     }
 }
 
+/// librdkafka properties Strait sets itself: overriding them would silently change where a flow
+/// starts, what it reads, or its delivery guarantee, so a cluster's `client` table may not hold them.
+const STRAIT_CONTROLLED: &[&str] = &[
+    "bootstrap.servers",
+    "group.id",
+    "auto.offset.reset",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "isolation.level",
+    "enable.partition.eof",
+    "enable.idempotence",
+    "enable.gapless.guarantee",
+    "acks",
+    "transactional.id",
+    "transaction.timeout.ms",
+];
+
 /// Delivery guarantee of a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -361,6 +378,12 @@ impl Config {
             }
             if c.bootstrap_servers.split(',').all(|h| h.trim().is_empty()) {
                 return Err(err(format!("{field}.bootstrap_servers"), "must list at least one host:port"));
+            }
+            if let Some(key) = c.client.keys().find(|k| STRAIT_CONTROLLED.contains(&k.as_str())) {
+                return Err(err(
+                    format!("{field}.client.\"{key}\""),
+                    "Strait sets this itself (where it reads from, what it commits, how it fences); remove it",
+                ));
             }
             if let Err(e) = c.client_config(&[]).create_native_config() {
                 return Err(err(format!("{field}.client"), format!("librdkafka rejects these settings: {e}")));

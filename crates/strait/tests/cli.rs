@@ -57,6 +57,10 @@ fn invalid_configs_exit_non_zero_naming_the_field() {
         ("empty topic list", with_flow("topics = []"), "flows[0].topics"),
         ("alias not usable in topic names", with_flow("").replace("alias = \"eu\"", "alias = \"e u\"").replace("target = \"eu\"", "target = \"e u\""), "clusters[1].alias"),
         ("unknown librdkafka property", with_flow("").replace("alias = \"eu\"", "alias = \"eu\"\nclient = { \"bogus.prop\" = \"1\" }"), "clusters[1].client"),
+        ("client key Strait controls", with_flow("").replace("alias = \"eu\"", "alias = \"eu\"\nclient = { \"auto.offset.reset\" = \"latest\" }"), "clusters[1].client.\"auto.offset.reset\""),
+        ("unknown delivery", with_flow("delivery = \"exactly-once\""), "delivery"),
+        ("exactly-once with offset syncs on the source", with_flow("delivery = \"exactly_once\"\noffset_syncs_topic_location = \"source\""), "flows[0].offset_syncs_topic_location"),
+        ("transaction timeout within the commit interval", with_flow("delivery = \"exactly_once\"\ntransaction_timeout_ms = 500"), "flows[0].transaction_timeout_ms"),
         ("blank bootstrap list", with_flow("").replace("127.0.0.1:9093", " , "), "clusters[1].bootstrap_servers"),
         ("zone both allowed and denied", format!("{}\n[[residency.policies]]\nname = \"p\"\ntopics = [\"x\"]\nallow_zones = [\"eu\"]\ndeny_zones = [\"eu\"]\n", with_flow("")), "residency.policies[0].deny_zones"),
     ];
