@@ -271,6 +271,32 @@ pub enum Delivery {
     },
 }
 
+/// Why a flow does not replicate a source topic ([`Flow::not_replicated`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// No `topics` pattern names it.
+    NotSelected,
+    /// An internal topic (MM2's rule: `.internal`/`-internal` suffix, `__` or `.` prefix).
+    Internal,
+    /// It came from the target cluster: replicating it back would make a cycle.
+    Cycle,
+    /// A `topics_exclude` pattern names it.
+    Excluded,
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Skip::NotSelected => "no topics pattern names it",
+            Skip::Internal => {
+                "an internal topic (ends in .internal or -internal, or starts with __ or .): never replicated"
+            }
+            Skip::Cycle => "it came from the target cluster: replicating it back would make a cycle",
+            Skip::Excluded => "a topics_exclude pattern names it",
+        })
+    }
+}
+
 /// A validated flow with everything resolved: clusters, policy, filters, intervals as
 /// [`Duration`]s. The only shape of the config the rest of Strait sees.
 #[derive(Debug, Clone)]
@@ -342,9 +368,23 @@ impl Flow {
     /// heartbeats topic, always replicated so upstream clusters can be discovered), never an
     /// internal topic, never a topic that came from the target (a cycle under default naming).
     pub fn replicates(&self, topic: &str) -> bool {
-        (self.topics.matches(topic) || self.policy.is_heartbeats_topic(topic))
-            && !self.policy.is_internal_topic(topic)
-            && !self.policy.is_cycle(topic, &self.target.alias)
+        self.not_replicated(topic).is_none()
+    }
+
+    /// Why this flow does not replicate `topic`, or `None` when it does. [`Skip::NotSelected`]
+    /// is a topic no `topics` pattern names; the other reasons overrule a pattern that does.
+    pub fn not_replicated(&self, topic: &str) -> Option<Skip> {
+        if !self.topics.includes(topic) && !self.policy.is_heartbeats_topic(topic) {
+            Some(Skip::NotSelected)
+        } else if self.policy.is_internal_topic(topic) {
+            Some(Skip::Internal)
+        } else if self.policy.is_cycle(topic, &self.target.alias) {
+            Some(Skip::Cycle)
+        } else if self.topics.excludes(topic) && !self.policy.is_heartbeats_topic(topic) {
+            Some(Skip::Excluded)
+        } else {
+            None
+        }
     }
 }
 

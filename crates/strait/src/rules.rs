@@ -52,6 +52,16 @@ impl NameFilter {
 
     /// True when `name` matches an include pattern and no exclude pattern.
     pub fn matches(&self, name: &str) -> bool {
-        self.include.iter().any(|r| r.is_match(name)) && !self.exclude.iter().any(|r| r.is_match(name))
+        self.includes(name) && !self.excludes(name)
+    }
+
+    /// True when `name` matches an include pattern (whatever the excludes say).
+    pub fn includes(&self, name: &str) -> bool {
+        self.include.iter().any(|r| r.is_match(name))
+    }
+
+    /// True when `name` matches an exclude pattern.
+    pub fn excludes(&self, name: &str) -> bool {
+        self.exclude.iter().any(|r| r.is_match(name))
     }
 }

@@ -16,7 +16,7 @@ use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 
-use crate::config::Flow;
+use crate::config::{Flow, Skip};
 use crate::kafka::{blocking, METADATA_TIMEOUT};
 use crate::positions::Positions;
 use crate::record::ReplicatedRecord;
@@ -29,6 +29,8 @@ pub struct KafkaSource {
     flow: Arc<Flow>,
     saved: Positions,
     assigned: HashSet<(String, i32)>,
+    /// Topics already logged as not replicated.
+    skipped: HashSet<String>,
     /// Where a rewind restarts each assigned partition: after its last acknowledged record, or
     /// where it was assigned.
     resume: HashMap<(Arc<str>, i32), Offset>,
@@ -68,6 +70,7 @@ impl KafkaSource {
             flow,
             saved,
             assigned: HashSet::new(),
+            skipped: HashSet::new(),
             resume: HashMap::new(),
             next_refresh: Instant::now(),
         };
@@ -152,7 +155,15 @@ impl KafkaSource {
         let mut selected = BTreeSet::new();
         let mut fresh = Vec::new();
         for (topic, partitions) in md {
-            if !self.flow.replicates(&topic) {
+            if let Some(reason) = self.flow.not_replicated(&topic) {
+                // Each decision once per run: at info when the user's patterns asked for the topic.
+                if self.skipped.insert(topic.clone()) {
+                    if reason == Skip::NotSelected {
+                        tracing::debug!(flow = %self.flow.name, topic, %reason, "not replicating this topic");
+                    } else {
+                        tracing::info!(flow = %self.flow.name, topic, %reason, "not replicating this topic");
+                    }
+                }
                 continue;
             }
             fresh.extend(

@@ -15,6 +15,7 @@ async fn include_exclude_naming_and_internal_topics() {
     let p = unique("sel");
     let (s1, d1, s2, d2) = (format!("{p}s1"), format!("{p}d1"), format!("{p}s2"), format!("{p}d2"));
     let names = [
+        format!("{d1}.{p}-cyc"),
         format!("{p}-keep"),
         format!("{p}-skip"),
         format!("{p}-x.internal"),
@@ -46,7 +47,7 @@ bootstrap_servers = "{b}"
 source = "{s1}"
 target = "{d1}"
 refresh_topics_interval_ms = 1000
-topics = ["{p}-(keep|skip|x.*)", "__{p}.*"]
+topics = ["{p}-(keep|skip|x.*)", "__{p}.*", "{d1}\\.{p}-cyc"]
 topics_exclude = ["{p}-skip"]
 
 [[flows]]
@@ -64,7 +65,23 @@ topics = ["{p}-(id|y.replica)"]
     wait_until("identity-named topic replicated", Duration::from_secs(60), || count(&b, &id) == Some(20)).await;
     // Give the flows a few more refreshes to wrongly pick up anything else.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let logs = strait.logs();
     assert!(strait.stop().success());
+    // Every topic the patterns asked for but the flow will not copy is logged once with its reason.
+    for (topic, reason) in [
+        (format!("{p}-skip"), "a topics_exclude pattern names it"),
+        (format!("{p}-x.internal"), "an internal topic"),
+        (format!("{p}-x-internal"), "an internal topic"),
+        (format!("__{p}-hidden"), "an internal topic"),
+        (format!("{d1}.{p}-cyc"), "it came from the target cluster"),
+    ] {
+        let lines: Vec<&str> = logs
+            .lines()
+            .filter(|l| l.contains("not replicating this topic") && l.contains(&format!("topic=\"{topic}\"")))
+            .collect();
+        assert_eq!(lines.len(), 1, "{topic}: logged once: {lines:?}");
+        assert!(lines[0].contains(reason) && lines[0].contains("INFO"), "{topic}: {}", lines[0]);
+    }
     let data_topics: Vec<String> = topics_with(&b, &p)
         .into_iter()
         .filter(|t| {
