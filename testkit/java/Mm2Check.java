@@ -24,6 +24,9 @@
 //       would wait 60 s (default.api.timeout.ms) and throw a TimeoutException.
 //   Mm2Check client <bootstrap>
 //       MirrorClient: `upstream <alias>`, `heartbeats <topic>`, `checkpoints <topic>` (each sorted).
+//   Mm2Check produce <bootstrap> <topic> <partition> <timestamp-ms> <value>
+//       Kafka's Java producer writes one record with that CreateTime (0 included, which librdkafka
+//       cannot send): `produced <offset>`.
 // Exit status 0 on success; 2 on a usage error; 1 on any other failure, with
 // `error <exception class>: <message>` on stderr.
 
@@ -66,7 +69,8 @@ public class Mm2Check {
     private static final String USAGE = "usage: Mm2Check golden"
             + " | decode <bootstrap> <topic> <offsetsync|checkpoint|heartbeat>"
             + " | translate <bootstrap> <source-alias> <group>"
-            + " | client <bootstrap>";
+            + " | client <bootstrap>"
+            + " | produce <bootstrap> <topic> <partition> <timestamp-ms> <value>";
 
     public static void main(String[] args) {
         out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
@@ -96,11 +100,28 @@ public class Mm2Check {
             translate(args[1], args[2], args[3]);
         } else if (cmd.equals("client") && args.length == 2) {
             client(args[1]);
+        } else if (cmd.equals("produce") && args.length == 6) {
+            produce(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]), args[5]);
         } else {
             System.err.println(USAGE);
             return 2;
         }
         return 0;
+    }
+
+    // ---- produce ------------------------------------------------------------------------------
+
+    private static void produce(String bootstrap, String topic, int partition, long timestamp, String value)
+            throws Exception {
+        Map<String, Object> config = new HashMap<>();
+        config.put(org.apache.kafka.clients.producer.ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (var producer = new org.apache.kafka.clients.producer.KafkaProducer<byte[], byte[]>(config,
+                new org.apache.kafka.common.serialization.ByteArraySerializer(),
+                new org.apache.kafka.common.serialization.ByteArraySerializer())) {
+            var record = new org.apache.kafka.clients.producer.ProducerRecord<byte[], byte[]>(
+                    topic, partition, timestamp, null, value.getBytes(StandardCharsets.UTF_8));
+            out.println("produced " + producer.send(record).get().offset());
+        }
     }
 
     // ---- golden -------------------------------------------------------------------------------

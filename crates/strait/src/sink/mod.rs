@@ -113,6 +113,9 @@ pub struct TargetSink {
     /// Offset and timestamp (ms) of the last record put per source partition, saved with positions.
     last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
     loop_drops: u64,
+    /// Records per source topic whose timestamp 0 became the produce time (librdkafka reads a
+    /// timestamp of 0 as "now" and offers no way to send 0 itself).
+    zero_timestamps: HashMap<Arc<str>, u64>,
 }
 
 impl TargetSink {
@@ -183,6 +186,7 @@ impl TargetSink {
             flow,
             service,
             loop_drops: 0,
+            zero_timestamps: HashMap::new(),
         };
         Ok((sink, saved))
     }
@@ -325,6 +329,14 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             }
             if let Some(ts) = record.timestamp_ms {
                 out = out.timestamp(ts);
+                if ts == 0 {
+                    let count = self.zero_timestamps.entry(r.topic.clone()).or_default();
+                    if *count == 0 {
+                        tracing::warn!(flow = %self.flow.name, topic = %r.topic, partition = r.partition, offset = r.offset,
+                            "a record with timestamp 0 is written with the produce time: librdkafka cannot send timestamp 0 (counted; totals at stop)");
+                    }
+                    *count += 1;
+                }
             }
             let meta = InFlight::Record {
                 topic: r.topic.clone(),
@@ -416,6 +428,9 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     async fn close(&mut self) -> ConnectResult<()> {
         for (topic, dropped) in self.router.residency_drops() {
             tracing::info!(flow = %self.flow.name, topic, dropped, "records withheld by residency");
+        }
+        for (topic, records) in &self.zero_timestamps {
+            tracing::info!(flow = %self.flow.name, %topic, records, "records whose timestamp 0 became the produce time");
         }
         if self.loop_drops > 0 {
             tracing::info!(flow = %self.flow.name, dropped = self.loop_drops, "records dropped by the loop guard");

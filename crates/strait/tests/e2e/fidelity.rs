@@ -61,3 +61,41 @@ async fn every_record_arrives_identical_in_order_per_partition() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn timestamp_zero_is_never_changed_silently() {
+    let (a, b) = (cluster(1), cluster(2));
+    let (src, dst) = (unique("ts0src"), unique("ts0dst"));
+    let topic = format!("{src}-t");
+    create_topic(&a, &topic, 1, &[]).await;
+    // Kafka's Java producer can write CreateTime 0; librdkafka (Strait's client) reads 0 as "now".
+    for (ts, value) in [("0", "zero-a"), ("1600000000000", "kept"), ("0", "zero-b")] {
+        strait_testkit::jvm::mm2_check(&["produce", &a, &topic, "0", ts, value]).expect("Java producer");
+    }
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]"), "");
+    let strait = Strait::start(&src, &config);
+    let remote = format!("{src}.{topic}");
+    wait_until("replicated", Duration::from_secs(60), || count(&b, &remote) == Some(3)).await;
+    let log = strait.log.clone();
+    assert!(strait.stop().success());
+    let logs = std::fs::read_to_string(log).unwrap();
+    let target: Vec<(String, i64)> = read_all(&b, &remote, false)
+        .remove(&0)
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| (String::from_utf8(r.value.unwrap()).unwrap(), r.timestamp))
+        .collect();
+    assert_eq!(target[1], ("kept".to_string(), 1_600_000_000_000), "other timestamps are kept exactly");
+    if target[0].1 != 0 {
+        // Not kept: it must be said where, and counted.
+        assert!(
+            logs.contains("a record with timestamp 0 is written with the produce time")
+                && logs.contains(&format!("topic={topic} partition=0 offset=0")),
+            "{logs}"
+        );
+        assert!(
+            logs.contains("records whose timestamp 0 became the produce time") && logs.contains("records=2"),
+            "{logs}"
+        );
+    }
+}
