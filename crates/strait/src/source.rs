@@ -136,6 +136,20 @@ impl KafkaSource {
         .await
     }
 
+    /// The log-start offset of each of `partitions` (one watermark query each, off the async
+    /// workers). Errors: a backend error when the source does not answer.
+    async fn log_starts(&self, partitions: Vec<(String, i32)>) -> ConnectResult<HashMap<(String, i32), i64>> {
+        let consumer = self.consumer.clone();
+        blocking(move || {
+            partitions
+                .into_iter()
+                .map(|(t, p)| consumer.fetch_watermarks(&t, p, METADATA_TIMEOUT).map(|(low, _)| ((t, p), low)))
+                .collect::<Result<HashMap<_, _>, _>>()
+        })
+        .await
+        .map_err(|e| ConnectError::backend(format!("log-start offsets of source {}", self.flow.source.alias), e))
+    }
+
     /// Lists the source's topics and assigns partitions not yet assigned. Returns the selected
     /// topic names.
     async fn refresh(&mut self) -> ConnectResult<BTreeSet<String>> {
@@ -174,6 +188,9 @@ impl KafkaSource {
             selected.insert(topic);
         }
         let recreated = self.recreated(&fresh).await;
+        let resumed: Vec<(String, i32)> =
+            fresh.iter().filter(|tp| self.saved.contains_key(*tp) && !recreated.contains(*tp)).cloned().collect();
+        let log_starts = self.log_starts(resumed).await?;
         let mut new = TopicPartitionList::new();
         let mut starts = Vec::with_capacity(fresh.len());
         for (topic, p) in fresh {
@@ -182,7 +199,17 @@ impl KafkaSource {
                     tracing::warn!(flow = %self.flow.name, topic, partition = p, "the record at the saved position changed: the topic was recreated; replicating it from the beginning");
                     Offset::Beginning
                 }
-                Some(saved) => Offset::Offset(saved.next_offset),
+                Some(saved) => match log_starts.get(&(topic.clone(), p)) {
+                    Some(&log_start) if log_start > saved.next_offset => {
+                        tracing::error!(
+                            flow = %self.flow.name, topic, partition = p, saved = saved.next_offset, log_start,
+                            lost = log_start - saved.next_offset,
+                            "records lost: the source deleted them (retention or delete-records) before they were replicated; continuing at the log start"
+                        );
+                        Offset::Offset(log_start)
+                    }
+                    _ => Offset::Offset(saved.next_offset),
+                },
                 None => Offset::Beginning,
             };
             new.add_partition_offset(&topic, p, offset)

@@ -94,3 +94,38 @@ async fn topic_recreated_while_stopped_is_replicated_from_its_start() {
         read_all(&b, &remote, false).remove(&0).unwrap().into_iter().map(|(_, r)| r.value.unwrap()).collect();
     assert!((0..120).all(|i| values.contains(&format!("new{i}").into_bytes())), "no record of the new topic skipped");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn records_deleted_on_the_source_before_replication_are_reported_as_lost() {
+    use rdkafka::admin::AdminOptions;
+    use rdkafka::{Offset, TopicPartitionList};
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("gap");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic = format!("{p}-t");
+    let remote = format!("{src}.{topic}");
+    create_topic(&a, &topic, 1, &[]).await;
+    produce(&a, &topic, &(0..100).map(|i| Rec::simple(0, &format!("first{i}"))).collect::<Vec<_>>()).await;
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]"), "");
+    let strait = Strait::start(&p, &config);
+    wait_until("first records replicated", Duration::from_secs(60), || count(&b, &remote) == Some(100)).await;
+    assert!(strait.stop().success());
+
+    // While Strait is stopped, 50 more arrive and the source deletes 20 of them (as retention
+    // would) before Strait could copy them.
+    produce(&a, &topic, &(0..50).map(|i| Rec::simple(0, &format!("second{i}"))).collect::<Vec<_>>()).await;
+    let mut before = TopicPartitionList::new();
+    before.add_partition_offset(&topic, 0, Offset::Offset(120)).unwrap();
+    admin(&a).delete_records(&before, &AdminOptions::new()).await.expect("delete records");
+
+    let strait = Strait::start(&format!("{p}-again"), &config);
+    wait_until("the rest replicated", Duration::from_secs(60), || count(&b, &remote) == Some(130)).await;
+    let logs = strait.logs();
+    assert!(strait.stop().success());
+    let line =
+        logs.lines().find(|l| l.contains("records lost")).unwrap_or_else(|| panic!("the gap is reported: {logs}"));
+    assert!(
+        line.contains("ERROR") && line.contains(&format!("topic=\"{topic}\"")) && line.contains("lost=20"),
+        "{line}"
+    );
+}
