@@ -167,6 +167,7 @@ impl TargetSink {
         let saved = positions::load(&flow.target, &flow.name)
             .await
             .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
+        let saved = topics::forget_positions_lost_on_target(&flow, saved).await?;
         let source_syncs = match flow.offset_syncs_location {
             SyncsLocation::Target => None,
             SyncsLocation::Source => Some(

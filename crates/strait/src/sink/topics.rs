@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use strait_connect::{ConnectError, ConnectResult};
 
+use crate::positions::Positions;
+
 use super::service::DataProducer;
 use crate::admin::{Admin, ADMIN_TIMEOUT};
 use crate::config::Flow;
@@ -111,4 +113,43 @@ impl TopicRouter {
             Route::Allowed { .. } => None,
         })
     }
+}
+
+/// Drops from `saved` the positions whose target partition no longer holds what they say was
+/// written: the target topic or partition is missing, or it is empty (high watermark 0) though
+/// records were replicated (deleted, or the cluster rebuilt, while Strait was stopped). Those
+/// partitions are copied again from the source's start, each logged, instead of resuming past a
+/// hole. Topics residency keeps off the target are not checked. Errors: the target does not answer.
+pub async fn forget_positions_lost_on_target(flow: &Flow, mut saved: Positions) -> ConnectResult<Positions> {
+    let target = Admin::new(&flow.target).map_err(|e| ConnectError::backend("target admin client", e))?;
+    let fail = |e| ConnectError::backend(format!("check the target topics of flow {}", flow.name), e);
+    let mut lost = Vec::new();
+    let mut topics: Vec<&String> = saved.keys().map(|(t, _)| t).collect();
+    topics.sort();
+    topics.dedup();
+    for topic in topics {
+        if flow.residency.check(&names_of(topic, flow.policy.separator())).is_err() {
+            continue;
+        }
+        let remote = flow.policy.remote_topic(&flow.source.alias, topic);
+        let partitions = target.describe(&remote).await.map_err(fail)?.map_or(0, |t| t.partitions);
+        for ((t, p), position) in &saved {
+            if t != topic || position.next_offset <= 0 {
+                continue;
+            }
+            let high =
+                if (*p as usize) < partitions { target.high_watermark(&remote, *p).await.map_err(fail)? } else { 0 };
+            if high == 0 {
+                lost.push((t.clone(), *p, remote.clone(), position.next_offset));
+            }
+        }
+    }
+    for (topic, partition, remote, next_offset) in lost {
+        tracing::warn!(
+            flow = %flow.name, topic, partition, target_topic = remote, saved = next_offset,
+            "the target partition is missing or empty though records were replicated (deleted or rebuilt while Strait was stopped): copying it again from the source's start"
+        );
+        saved.remove(&(topic, partition));
+    }
+    Ok(saved)
 }

@@ -129,3 +129,35 @@ async fn records_deleted_on_the_source_before_replication_are_reported_as_lost()
         "{line}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn target_topic_deleted_while_stopped_is_copied_again_not_resumed_past_a_hole() {
+    use rdkafka::admin::AdminOptions;
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("tdel");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let topic = format!("{p}-t");
+    let remote = format!("{src}.{topic}");
+    create_topic(&a, &topic, 2, &[]).await;
+    produce(&a, &topic, &(0..60).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect::<Vec<_>>()).await;
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]"), "");
+    let strait = Strait::start(&p, &config);
+    wait_until("replicated", Duration::from_secs(60), || count(&b, &remote) == Some(60)).await;
+    assert!(strait.stop().success());
+
+    admin(&b).delete_topics(&[&remote], &AdminOptions::new()).await.unwrap();
+    wait_until("target topic deleted", Duration::from_secs(30), || !topic_exists(&b, &remote)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    produce(&a, &topic, &(60..70).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect::<Vec<_>>()).await;
+
+    let strait = Strait::start(&format!("{p}-again"), &config);
+    wait_until("every source record on the target again", Duration::from_secs(60), || count(&b, &remote) == Some(70))
+        .await;
+    let logs = strait.logs();
+    assert!(strait.stop().success());
+    assert_eq!(
+        logs.lines().filter(|l| l.contains("the target partition is missing or empty")).count(),
+        2,
+        "each partition's hole is reported: {logs}"
+    );
+}
