@@ -32,6 +32,8 @@ struct Value {
     next_offset: i64,
     #[serde(default)]
     last_timestamp: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_downstream: Option<i64>,
 }
 
 /// A saved position.
@@ -41,17 +43,26 @@ pub struct Saved {
     pub next_offset: i64,
     /// Timestamp (ms) of the record at `next_offset - 1`, when known.
     pub last_timestamp: Option<i64>,
+    /// Target offset of the last record of the partition written to the target, when known: the
+    /// target partition must end after it.
+    pub last_downstream: Option<i64>,
 }
 
 /// Saved position per (source topic, partition).
 pub type Positions = HashMap<(String, i32), Saved>;
 
 /// Key and value of the positions record saying that `flow` handled `position` (the last record
-/// of its partition, whose timestamp was `last_timestamp` ms): the stored next offset is
-/// `position.offset + 1`. JSON, so operators can read it with any console consumer.
-pub fn encode(flow: &str, position: &SourceOffset, last_timestamp: Option<i64>) -> (Vec<u8>, Vec<u8>) {
+/// of its partition, whose timestamp was `last_timestamp` ms; the last record written to the
+/// target sits at `last_downstream`): the stored next offset is `position.offset + 1`. JSON, so
+/// operators can read it with any console consumer.
+pub fn encode(
+    flow: &str,
+    position: &SourceOffset,
+    last_timestamp: Option<i64>,
+    last_downstream: Option<i64>,
+) -> (Vec<u8>, Vec<u8>) {
     let key = Key { flow: flow.to_string(), topic: position.topic.to_string(), partition: position.partition };
-    let value = Value { next_offset: position.offset + 1, last_timestamp };
+    let value = Value { next_offset: position.offset + 1, last_timestamp, last_downstream };
     // Serializing plain structs of strings and integers cannot fail.
     (serde_json::to_vec(&key).unwrap_or_default(), serde_json::to_vec(&value).unwrap_or_default())
 }
@@ -66,8 +77,12 @@ pub async fn load(target: &ClusterConfig, flow: &str) -> Result<Positions, Kafka
             continue;
         };
         if k.flow == flow {
-            positions
-                .insert((k.topic, k.partition), Saved { next_offset: v.next_offset, last_timestamp: v.last_timestamp });
+            let saved = Saved {
+                next_offset: v.next_offset,
+                last_timestamp: v.last_timestamp,
+                last_downstream: v.last_downstream,
+            };
+            positions.insert((k.topic, k.partition), saved);
         }
     }
     Ok(positions)
@@ -79,8 +94,10 @@ mod tests {
 
     #[test]
     fn encodes_the_next_offset_and_keeps_the_format() {
-        let (k, v) = encode("a->b", &SourceOffset { topic: "orders".into(), partition: 3, offset: 41 }, Some(7));
+        let (k, v) = encode("a->b", &SourceOffset { topic: "orders".into(), partition: 3, offset: 41 }, Some(7), None);
         assert_eq!(k, br#"{"flow":"a->b","topic":"orders","partition":3}"#);
         assert_eq!(v, br#"{"next_offset":42,"last_timestamp":7}"#);
+        let (_, v) = encode("a->b", &SourceOffset { topic: "orders".into(), partition: 3, offset: 41 }, None, Some(9));
+        assert_eq!(v, br#"{"next_offset":42,"last_timestamp":null,"last_downstream":9}"#);
     }
 }

@@ -383,7 +383,8 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         for p in positions {
             let ts =
                 self.last.get(&(p.topic.clone(), p.partition)).filter(|(o, _)| *o == p.offset).and_then(|(_, ts)| *ts);
-            let (key, value) = positions::encode(&self.flow.name, p, ts);
+            let (key, value) =
+                positions::encode(&self.flow.name, p, ts, self.syncs.last_downstream(&p.topic, p.partition));
             let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
             if let Err(failed) = self.service.send(record, InFlight::Position(p.clone()), &mut |_, _| {}).await {
                 return Err(self.produce_error(failed));

@@ -7,10 +7,17 @@ use std::sync::Arc;
 
 use strait_mm2::{DownstreamOffset, Emit, OffsetSync, PartitionState, UpstreamOffset};
 
+/// Per source partition: MM2's emission state and the downstream offset of the last record
+/// acknowledged (kept with positions, so a target that lost records is noticed at start).
+struct Partition {
+    state: PartitionState,
+    last_downstream: i64,
+}
+
 /// Offset-sync decisions of one flow.
 pub struct OffsetSyncWriter {
     offset_lag_max: u64,
-    states: HashMap<(Arc<str>, i32), PartitionState>,
+    states: HashMap<(Arc<str>, i32), Partition>,
     /// Syncs decided but not yet written.
     pending: Vec<OffsetSync>,
 }
@@ -23,27 +30,39 @@ impl OffsetSyncWriter {
 
     /// Feeds one acknowledged record: `topic`/`partition` are the **source** names.
     pub fn acked(&mut self, topic: &Arc<str>, partition: i32, upstream: i64, downstream: i64) {
-        let state = self.states.entry((topic.clone(), partition)).or_default();
+        let entry = self
+            .states
+            .entry((topic.clone(), partition))
+            .or_insert_with(|| Partition { state: PartitionState::new(), last_downstream: downstream });
+        entry.last_downstream = downstream;
         let (up, down) = (UpstreamOffset(upstream), DownstreamOffset(downstream));
-        if state.update(up, down, self.offset_lag_max) == Emit::Now {
+        if entry.state.update(up, down, self.offset_lag_max) == Emit::Now {
             self.pending.push(OffsetSync { topic: topic.to_string(), partition, upstream: up, downstream: down });
         }
     }
 
     /// Promotes every delayed sync and returns every sync to write now, in decision order.
     pub fn take(&mut self) -> Vec<OffsetSync> {
-        for ((topic, partition), state) in &mut self.states {
-            if let Some((upstream, downstream)) = state.take_delayed() {
+        for ((topic, partition), entry) in &mut self.states {
+            if let Some((upstream, downstream)) = entry.state.take_delayed() {
                 self.pending.push(OffsetSync { topic: topic.to_string(), partition: *partition, upstream, downstream });
             }
         }
         std::mem::take(&mut self.pending)
     }
 
-    /// Forgets every partition's state after an aborted transaction: the aborted records were
-    /// never written, so the next record of each partition syncs afresh.
+    /// The downstream offset of the last record of source `topic`/`partition` acknowledged.
+    pub fn last_downstream(&self, topic: &Arc<str>, partition: i32) -> Option<i64> {
+        self.states.get(&(topic.clone(), partition)).map(|e| e.last_downstream)
+    }
+
+    /// Forgets every partition's emission state after an aborted transaction: the aborted records
+    /// were never written, so the next record of each partition syncs afresh. (A last downstream
+    /// offset of an aborted record stays: it is below every record written after it.)
     pub fn reset(&mut self) {
-        self.states.clear();
+        for entry in self.states.values_mut() {
+            entry.state = PartitionState::new();
+        }
         self.pending.clear();
     }
 }

@@ -115,39 +115,40 @@ impl TopicRouter {
     }
 }
 
-/// Drops from `saved` the positions whose target partition no longer holds what they say was
-/// written: the target topic or partition is missing, or it is empty (high watermark 0) though
-/// records were replicated (deleted, or the cluster rebuilt, while Strait was stopped). Those
+/// Drops from `saved` the positions whose target partition no longer holds the last record they
+/// say was written there (`last_downstream`): the target topic or partition is missing, or ends
+/// before it (deleted, truncated, or the cluster rebuilt while Strait was stopped). Those
 /// partitions are copied again from the source's start, each logged, instead of resuming past a
-/// hole. Topics residency keeps off the target are not checked. Errors: the target does not answer.
+/// hole. Positions without a written record (all dropped by residency or the loop guard) are not
+/// checked. Errors: the target does not answer.
 pub async fn forget_positions_lost_on_target(flow: &Flow, mut saved: Positions) -> ConnectResult<Positions> {
     let target = Admin::new(&flow.target).map_err(|e| ConnectError::backend("target admin client", e))?;
     let fail = |e| ConnectError::backend(format!("check the target topics of flow {}", flow.name), e);
+    let mut written: Vec<(&String, i32, i64)> =
+        saved.iter().filter_map(|((t, p), s)| Some((t, *p, s.last_downstream?))).collect();
+    written.sort();
     let mut lost = Vec::new();
-    let mut topics: Vec<&String> = saved.keys().map(|(t, _)| t).collect();
-    topics.sort();
-    topics.dedup();
-    for topic in topics {
-        if flow.residency.check(&names_of(topic, flow.policy.separator())).is_err() {
-            continue;
+    let mut described: Option<(&String, String, usize)> = None;
+    for (topic, partition, last_downstream) in written {
+        if described.as_ref().is_none_or(|(t, _, _)| *t != topic) {
+            let remote = flow.policy.remote_topic(&flow.source.alias, topic);
+            let partitions = target.describe(&remote).await.map_err(fail)?.map_or(0, |t| t.partitions);
+            described = Some((topic, remote, partitions));
         }
-        let remote = flow.policy.remote_topic(&flow.source.alias, topic);
-        let partitions = target.describe(&remote).await.map_err(fail)?.map_or(0, |t| t.partitions);
-        for ((t, p), position) in &saved {
-            if t != topic || position.next_offset <= 0 {
-                continue;
-            }
-            let high =
-                if (*p as usize) < partitions { target.high_watermark(&remote, *p).await.map_err(fail)? } else { 0 };
-            if high == 0 {
-                lost.push((t.clone(), *p, remote.clone(), position.next_offset));
-            }
+        let Some((_, remote, partitions)) = &described else { continue };
+        let end = if (partition as usize) < *partitions {
+            target.high_watermark(remote, partition).await.map_err(fail)?
+        } else {
+            0
+        };
+        if end <= last_downstream {
+            lost.push((topic.clone(), partition, remote.clone(), last_downstream, end));
         }
     }
-    for (topic, partition, remote, next_offset) in lost {
+    for (topic, partition, remote, last_downstream, end) in lost {
         tracing::warn!(
-            flow = %flow.name, topic, partition, target_topic = remote, saved = next_offset,
-            "the target partition is missing or empty though records were replicated (deleted or rebuilt while Strait was stopped): copying it again from the source's start"
+            flow = %flow.name, topic, partition, target_topic = remote, last_downstream, target_end = end,
+            "the target partition no longer holds the records replicated to it (deleted, truncated or rebuilt while Strait was stopped): copying it again from the source's start"
         );
         saved.remove(&(topic, partition));
     }

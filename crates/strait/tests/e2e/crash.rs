@@ -156,7 +156,9 @@ async fn target_topic_deleted_while_stopped_is_copied_again_not_resumed_past_a_h
     let logs = strait.logs();
     assert!(strait.stop().success());
     assert_eq!(
-        logs.lines().filter(|l| l.contains("the target partition is missing or empty")).count(),
+        logs.lines()
+            .filter(|l| l.contains("the target partition no longer holds the records replicated to it"))
+            .count(),
         2,
         "each partition's hole is reported: {logs}"
     );

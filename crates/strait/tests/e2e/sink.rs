@@ -78,7 +78,7 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     let saved = positions::load(&flow.target, &flow.name).await.unwrap();
     assert_eq!(
         saved.get(&(topic.to_string(), 0)),
-        Some(&Saved { next_offset: 10, last_timestamp: Some(1_700_000_000_009) })
+        Some(&Saved { next_offset: 10, last_timestamp: Some(1_700_000_000_009), last_downstream: Some(8) })
     );
     sink.close().await.unwrap();
 }
