@@ -25,10 +25,14 @@ const BACKOFF_MAX: Duration = Duration::from_secs(15);
 /// Runs `flow` until `cancel` (then drains and returns `Ok`) or it fails.
 ///
 /// Start-up failures (cluster unreachable, topic not creatable) are retried with doubling
-/// backoff (0.5 s up to 15 s), each logged; once running, an error that cannot be retried stops
-/// the flow and is returned with the topic/partition/offset at fault.
+/// backoff (0.5 s up to 15 s), each logged, except transactions the target refuses, which stop
+/// the flow at once; once running, an error that cannot be retried stops the flow and is
+/// returned with the topic/partition/offset at fault.
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
-    let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, || start(flow.clone())).await else {
+    // Refused transactions (a transaction timeout the broker does not allow) stop the flow;
+    // everything else at start (an unreachable cluster...) is retried.
+    let refused = |e: &ConnectError| matches!(e, ConnectError::Transaction { .. });
+    let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, refused, || start(flow.clone())).await? else {
         return Ok(());
     };
     let config = RuntimeConfig {
@@ -72,27 +76,30 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     }
 }
 
-/// Calls `attempt` until it succeeds (`Some`) or `cancel` fires (`None`), waiting 0.5 s doubling
-/// to 15 s between failures, each logged as a warning naming `what`.
+/// Calls `attempt` until it succeeds (`Ok(Some)`), `cancel` fires (`Ok(None)`) or it fails in a
+/// way `permanent` says retrying cannot change (`Err`), waiting 0.5 s doubling to 15 s between
+/// failures, each logged as a warning naming `what`.
 async fn with_backoff<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
     flow: &Flow,
     what: &str,
     cancel: &CancellationToken,
+    permanent: impl Fn(&E) -> bool,
     mut attempt: impl FnMut() -> F,
-) -> Option<T> {
+) -> Result<Option<T>, E> {
     let mut wait = BACKOFF_MIN;
     loop {
         let result = tokio::select! {
             r = attempt() => r,
-            _ = cancel.cancelled() => return None,
+            _ = cancel.cancelled() => return Ok(None),
         };
         match result {
-            Ok(v) => return Some(v),
+            Ok(v) => return Ok(Some(v)),
+            Err(e) if permanent(&e) => return Err(e),
             Err(e) => {
                 tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "{what} could not start; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = cancel.cancelled() => return None,
+                    _ = cancel.cancelled() => return Ok(None),
                 }
                 wait = (wait * 2).min(BACKOFF_MAX);
             }
@@ -102,9 +109,15 @@ async fn with_backoff<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>
 
 /// Starts the checkpoint task (retrying with backoff until the target answers) and runs it.
 async fn run_checkpoints(flow: Arc<Flow>, producer: rdkafka::producer::FutureProducer, cancel: CancellationToken) {
-    let started =
-        with_backoff(&flow, "checkpoints", &cancel, || CheckpointTask::start(flow.clone(), producer.clone())).await;
-    if let Some(task) = started {
+    let started = with_backoff(
+        &flow,
+        "checkpoints",
+        &cancel,
+        |_| false,
+        || CheckpointTask::start(flow.clone(), producer.clone()),
+    )
+    .await;
+    if let Ok(Some(task)) = started {
         task.run(cancel).await;
     }
 }

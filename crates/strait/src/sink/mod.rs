@@ -157,10 +157,17 @@ impl TargetSink {
             .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
         if let Some(timeout) = transaction_timeout {
             service.transaction(move |p| p.init_transactions(timeout)).await.map_err(|e| {
-                ConnectError::transaction(
-                    format!("init transactions of {transactional_id} on {}", flow.target.alias),
-                    e,
-                )
+                let context = format!("init transactions of {transactional_id} on {}", flow.target.alias);
+                // A refusal (say, a timeout above the broker's transaction.max.timeout.ms) will
+                // not change by retrying; an unreachable target will.
+                match &e {
+                    KafkaError::Transaction(t)
+                        if !t.is_retriable() && t.code() != RDKafkaErrorCode::OperationTimedOut =>
+                    {
+                        ConnectError::transaction(context, e)
+                    }
+                    _ => ConnectError::retriable(context, e),
+                }
             })?;
             tracing::info!(flow = %flow.name, transactional_id, "exactly-once: transactions initialised; any previous instance is fenced");
         }
@@ -203,11 +210,11 @@ impl TargetSink {
                 RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch
             );
             if fenced {
+                // Not the record's fault: the whole producer is out.
                 return ConnectError::transaction(
                     format!(
-                        "flow {}: fenced by another instance of this flow (transactional.id {}), or its transaction \
-                         outlived transaction_timeout_ms and was aborted by the target; this instance stops ({context})",
-                        self.flow.name,
+                        "fenced by another instance of this flow (transactional.id {}), or its transaction outlived \
+                         transaction_timeout_ms and was aborted by the target; this instance stops",
                         self.flow.transactional_id()
                     ),
                     reason,
@@ -418,10 +425,11 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         if self.transaction_timeout.is_none() {
             return Err(ConnectError::transaction("abort", "an at-least-once sink has no transactions"));
         }
-        if self.in_transaction {
+        // A producer that failed for good (fenced) cannot abort; the target aborts its transaction.
+        if self.in_transaction && self.service.fatal_error().is_none() {
             self.transaction_call("abort transaction", |p, timeout| p.abort_transaction(timeout)).await?;
-            self.in_transaction = false;
         }
+        self.in_transaction = false;
         self.service.forget_in_flight();
         self.syncs.reset();
         Ok(())

@@ -249,3 +249,23 @@ async fn exactly_once_through_target_broker_restarts() {
         "the long outage aborts a batch: {logs}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transaction_timeout_the_target_refuses_stops_the_flow_at_once() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("eostmo");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    // Above the broker's transaction.max.timeout.ms (15 min by default): no retry can help.
+    let config = two_cluster_config(
+        (&src, &a, ""),
+        (&dst, &b, ""),
+        "delivery = \"exactly_once\"\ntransaction_timeout_ms = 100000000",
+        "",
+    );
+    let mut strait = Strait::start(&p, &config);
+    wait_until("strait stops by itself", Duration::from_secs(60), || !strait.is_running()).await;
+    let logs = strait.logs();
+    assert!(!strait.stop().success(), "exits non-zero: {logs}");
+    assert!(logs.contains("init transactions of strait-") && logs.contains("flow stopped on an error"), "{logs}");
+    assert!(!logs.contains("could not start; retrying"), "not retried: {logs}");
+}
