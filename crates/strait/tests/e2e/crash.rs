@@ -7,18 +7,9 @@ const RECORDS: usize = 100_000;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_mid_stream_then_restart_loses_nothing() {
-    let (a, b) = (cluster(1), cluster(2));
-    let p = unique("crash");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic = format!("{p}-t");
-    let remote = format!("{src}.{topic}");
-    create_topic(&a, &topic, 4, &[]).await;
-    let config = two_cluster_config(
-        (&src, &a, ""),
-        (&dst, &b, ""),
-        &format!("topics = [\"{topic}\"]\ncommit_interval_ms = 200"),
-        "",
-    );
+    let f = TopicFlow::new("crash", 4).await;
+    let config = f.config("commit_interval_ms = 200");
+    let TopicFlow { a, b, p, topic, remote, .. } = f;
     let strait = Strait::start(&p, &config);
     // Produce while Strait replicates, in chunks, so the kill lands mid-stream.
     let (a2, t2) = (a.clone(), topic.clone());
@@ -66,14 +57,10 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn topic_recreated_while_stopped_is_replicated_from_its_start() {
     use rdkafka::admin::AdminOptions;
-    let (a, b) = (cluster(1), cluster(2));
-    let p = unique("recr");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic = format!("{p}-t");
-    let remote = format!("{src}.{topic}");
-    create_topic(&a, &topic, 1, &[]).await;
+    let f = TopicFlow::new("recr", 1).await;
+    let config = f.config("");
+    let TopicFlow { a, b, p, topic, remote, .. } = f;
     produce(&a, &topic, &(0..50).map(|i| Rec::simple(0, &format!("old{i}"))).collect::<Vec<_>>()).await;
-    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]"), "");
     let strait = Strait::start(&p, &config);
     wait_until("first generation replicated", Duration::from_secs(60), || count(&b, &remote) == Some(50)).await;
     assert!(strait.stop().success());
@@ -99,14 +86,10 @@ async fn topic_recreated_while_stopped_is_replicated_from_its_start() {
 async fn records_deleted_on_the_source_before_replication_are_reported_as_lost() {
     use rdkafka::admin::AdminOptions;
     use rdkafka::{Offset, TopicPartitionList};
-    let (a, b) = (cluster(1), cluster(2));
-    let p = unique("gap");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic = format!("{p}-t");
-    let remote = format!("{src}.{topic}");
-    create_topic(&a, &topic, 1, &[]).await;
+    let f = TopicFlow::new("gap", 1).await;
+    let config = f.config("");
+    let TopicFlow { a, b, p, topic, remote, .. } = f;
     produce(&a, &topic, &(0..100).map(|i| Rec::simple(0, &format!("first{i}"))).collect::<Vec<_>>()).await;
-    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]"), "");
     let strait = Strait::start(&p, &config);
     wait_until("first records replicated", Duration::from_secs(60), || count(&b, &remote) == Some(100)).await;
     assert!(strait.stop().success());
@@ -133,14 +116,10 @@ async fn records_deleted_on_the_source_before_replication_are_reported_as_lost()
 #[tokio::test(flavor = "multi_thread")]
 async fn target_topic_deleted_while_stopped_is_copied_again_not_resumed_past_a_hole() {
     use rdkafka::admin::AdminOptions;
-    let (a, b) = (cluster(1), cluster(2));
-    let p = unique("tdel");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic = format!("{p}-t");
-    let remote = format!("{src}.{topic}");
-    create_topic(&a, &topic, 2, &[]).await;
+    let f = TopicFlow::new("tdel", 2).await;
+    let config = f.config("");
+    let TopicFlow { a, b, p, topic, remote, .. } = f;
     produce(&a, &topic, &(0..60).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect::<Vec<_>>()).await;
-    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{topic}\"]"), "");
     let strait = Strait::start(&p, &config);
     wait_until("replicated", Duration::from_secs(60), || count(&b, &remote) == Some(60)).await;
     assert!(strait.stop().success());

@@ -324,6 +324,35 @@ refresh_topics_interval_ms = 1000
     )
 }
 
+/// A flow from shared cluster 1 (`a`) to shared cluster 2 (`b`) with unique aliases `<p>s` →
+/// `<p>d`, over a fresh source topic `<p>-t` (`remote` on the target, default naming).
+pub struct TopicFlow {
+    pub a: String,
+    pub b: String,
+    pub p: String,
+    pub src: String,
+    pub dst: String,
+    pub topic: String,
+    pub remote: String,
+}
+
+impl TopicFlow {
+    /// Names from `prefix`; creates the source topic with `partitions` partitions.
+    pub async fn new(prefix: &str, partitions: i32) -> Self {
+        let (a, b, p) = (cluster(1), cluster(2), unique(prefix));
+        let (src, dst, topic) = (format!("{p}s"), format!("{p}d"), format!("{p}-t"));
+        create_topic(&a, &topic, partitions, &[]).await;
+        let remote = format!("{src}.{topic}");
+        TopicFlow { a, b, p, src, dst, topic, remote }
+    }
+
+    /// The config of the flow, replicating only the topic, with `flow_extra` TOML lines.
+    pub fn config(&self, flow_extra: &str) -> String {
+        let settings = format!("topics = [\"{}\"]\n{flow_extra}", self.topic);
+        two_cluster_config((&self.src, &self.a, ""), (&self.dst, &self.b, ""), &settings, "")
+    }
+}
+
 /// Explicitly set configs of `topic`.
 pub async fn describe_topic_configs(bootstrap: &str, topic: &str) -> BTreeMap<String, String> {
     use rdkafka::admin::{ConfigSource, ResourceSpecifier};
