@@ -251,6 +251,39 @@ impl TargetSink {
         self.failure(context, e)
     }
 
+    /// The error for a record that could not be written. In at-least-once mode the positions of
+    /// every record acknowledged before it, in every partition, are saved first (with a fresh
+    /// producer: the data producer may have stopped for good), so a restart replays only from the
+    /// failed record on. A failure to save them is logged; the records are then replayed, not lost.
+    async fn stop_on(&self, failed: (InFlight, KafkaError)) -> ConnectError {
+        if self.transaction_timeout.is_none() {
+            if let Err(e) = self.save_acknowledged().await {
+                tracing::error!(flow = %self.flow.name, error = %e, "positions of the records written before the failure could not be saved; they will be written again at restart");
+            }
+        }
+        self.produce_error(failed)
+    }
+
+    async fn save_acknowledged(&self) -> Result<(), KafkaError> {
+        let producer = control_producer(&self.flow.target)?;
+        let mut acks = Vec::new();
+        for (topic, partition, upstream, downstream) in self.syncs.acknowledged() {
+            let position = SourceOffset { topic: topic.clone(), partition, offset: upstream };
+            let ts = self.last.get(&(topic.clone(), partition)).filter(|(o, _)| *o == upstream).and_then(|(_, ts)| *ts);
+            let (key, value) = positions::encode(&self.flow.name, &position, ts, Some(downstream));
+            acks.push(
+                enqueue(&producer, FutureRecord::to(POSITIONS_TOPIC).partition(0).key(&key[..]).payload(&value[..]))
+                    .await?,
+            );
+        }
+        let saved = acks.len();
+        for ack in acks {
+            acked(ack).await?;
+        }
+        tracing::info!(flow = %self.flow.name, partitions = saved, "saved the positions of the records written before the failure");
+        Ok(())
+    }
+
     /// Writes offset syncs to the source cluster and waits for their acks (KIP-716 `source`).
     async fn write_syncs_to_source(&self, producer: &FutureProducer, syncs: &[OffsetSync]) -> ConnectResult<()> {
         let mut acks = Vec::with_capacity(syncs.len());
@@ -353,7 +386,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
                 bytes: record.size_bytes,
             };
             if let Err(failed) = self.service.send(out, meta, &mut on_ack).await {
-                return Err(self.produce_error(failed));
+                return Err(self.stop_on(failed).await);
             }
         }
         if let Some((topic, partition, offset, ts)) = previous {
@@ -372,7 +405,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             }
         };
         if let Err(failed) = self.service.wait_acks(0, &mut on_ack).await {
-            return Err(self.produce_error(failed));
+            return Err(self.stop_on(failed).await);
         }
         let decided = self.syncs.take();
         if let Some(producer) = &self.source_syncs {

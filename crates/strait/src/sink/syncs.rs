@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use strait_mm2::{DownstreamOffset, Emit, OffsetSync, PartitionState, UpstreamOffset};
 
-/// Per source partition: MM2's emission state and the downstream offset of the last record
-/// acknowledged (kept with positions, so a target that lost records is noticed at start).
+/// Per source partition: MM2's emission state and the last record acknowledged, upstream and
+/// downstream (kept with positions, so a target that lost records is noticed at start).
 struct Partition {
     state: PartitionState,
+    last_upstream: i64,
     last_downstream: i64,
 }
 
@@ -30,10 +31,12 @@ impl OffsetSyncWriter {
 
     /// Feeds one acknowledged record: `topic`/`partition` are the **source** names.
     pub fn acked(&mut self, topic: &Arc<str>, partition: i32, upstream: i64, downstream: i64) {
-        let entry = self
-            .states
-            .entry((topic.clone(), partition))
-            .or_insert_with(|| Partition { state: PartitionState::new(), last_downstream: downstream });
+        let entry = self.states.entry((topic.clone(), partition)).or_insert_with(|| Partition {
+            state: PartitionState::new(),
+            last_upstream: upstream,
+            last_downstream: downstream,
+        });
+        entry.last_upstream = upstream;
         entry.last_downstream = downstream;
         let (up, down) = (UpstreamOffset(upstream), DownstreamOffset(downstream));
         if entry.state.update(up, down, self.offset_lag_max) == Emit::Now {
@@ -54,6 +57,11 @@ impl OffsetSyncWriter {
     /// The downstream offset of the last record of source `topic`/`partition` acknowledged.
     pub fn last_downstream(&self, topic: &Arc<str>, partition: i32) -> Option<i64> {
         self.states.get(&(topic.clone(), partition)).map(|e| e.last_downstream)
+    }
+
+    /// Every source partition's last acknowledged record: (topic, partition, upstream, downstream).
+    pub fn acknowledged(&self) -> impl Iterator<Item = (&Arc<str>, i32, i64, i64)> {
+        self.states.iter().map(|((t, p), e)| (t, *p, e.last_upstream, e.last_downstream))
     }
 
     /// Forgets every partition's emission state after an aborted transaction: the aborted records

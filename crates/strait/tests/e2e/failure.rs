@@ -68,3 +68,38 @@ async fn unproducible_record_stops_the_flow(delivery: &str) {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn records_written_before_a_refused_one_are_not_written_again_at_restart() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("keep");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let (topic, other) = (format!("{p}-big"), format!("{p}-other"));
+    create_topic(&a, &topic, 1, &[("max.message.bytes", "5000000")]).await;
+    create_topic(&a, &other, 2, &[]).await;
+    // The target topic exists with the broker's default size limit (about 1 MB).
+    let remote = format!("{src}.{topic}");
+    create_topic(&b, &remote, 1, &[]).await;
+    // Ten small records, then one of 3 MB, all in one batch; another topic's records beside them.
+    let mut recs: Vec<Rec> = (0..10).map(|i| Rec::simple(0, &format!("small-{i}"))).collect();
+    recs.push(Rec::simple(0, &"x".repeat(3_000_000)));
+    produce(&a, &topic, &recs).await;
+    produce(&a, &other, &(0..40).map(|i| Rec::simple(i % 2, &format!("o{i}"))).collect::<Vec<_>>()).await;
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{p}-.*\"]"), "");
+    for attempt in 0..3 {
+        let mut strait = Strait::start(&format!("{p}-{attempt}"), &config);
+        wait_until("strait stops on the refused record", Duration::from_secs(60), || !strait.is_running()).await;
+        let logs = strait.logs();
+        assert!(!strait.stop().success(), "{logs}");
+        assert!(logs.contains(&format!("topic {topic} partition 0 offset 10")), "names the refused record: {logs}");
+        let on_target = read_all(&b, &remote, false);
+        let values: Vec<String> = on_target[&0]
+            .iter()
+            .map(|(_, r)| String::from_utf8_lossy(r.value.as_deref().unwrap()).into_owned())
+            .collect();
+        assert_eq!(values, (0..10).map(|i| format!("small-{i}")).collect::<Vec<_>>(), "attempt {attempt}: each once");
+    }
+    let other_remote = format!("{src}.{other}");
+    let copies: usize = read_all(&b, &other_remote, false).values().map(Vec::len).sum();
+    assert_eq!(copies, 40, "the other topic's records are not written again either");
+}
