@@ -46,6 +46,16 @@ pub type DataProducer = ThreadedProducer<AckContext>;
 struct Pending<M> {
     meta: M,
     downstream: Option<i64>,
+    failed: Option<KafkaError>,
+}
+
+/// Delivery errors that say the producer as a whole stopped (fenced, gap-less guarantee, purged),
+/// not that the record itself was refused: the record at fault is another one.
+const CONSEQUENCES: &[RDKafkaErrorCode] =
+    &[RDKafkaErrorCode::Fatal, RDKafkaErrorCode::PurgeQueue, RDKafkaErrorCode::PurgeInflight];
+
+fn own_fault(e: &KafkaError) -> bool {
+    !e.rdkafka_error_code().is_some_and(|c| CONSEQUENCES.contains(&c))
 }
 
 /// Producer plus the records in flight, in produce order.
@@ -55,6 +65,8 @@ pub struct ProduceService<M> {
     /// Records in flight; `in_flight[0]` has sequence number `first_seq`.
     in_flight: VecDeque<Pending<M>>,
     first_seq: usize,
+    /// Records in flight whose delivery failed.
+    failures: usize,
 }
 
 /// A record whose ack failed: its description and the error.
@@ -65,7 +77,7 @@ impl<M> ProduceService<M> {
     pub fn new(cluster: &ClusterConfig, settings: &[(&str, &str)]) -> Result<Self, KafkaError> {
         let (tx, acks) = mpsc::unbounded_channel();
         let producer = cluster.client_config(settings).create_with_context(AckContext { acks: tx })?;
-        Ok(Self { producer: Arc::new(producer), acks, in_flight: VecDeque::new(), first_seq: 0 })
+        Ok(Self { producer: Arc::new(producer), acks, in_flight: VecDeque::new(), first_seq: 0, failures: 0 })
     }
 
     /// The producer, for metadata checks.
@@ -78,6 +90,7 @@ impl<M> ProduceService<M> {
     pub fn forget_in_flight(&mut self) {
         self.first_seq += self.in_flight.len();
         self.in_flight.clear();
+        self.failures = 0;
     }
 
     /// Runs a blocking transactional call of the producer (`init_transactions`,
@@ -108,7 +121,7 @@ impl<M> ProduceService<M> {
         loop {
             match self.producer.send(record) {
                 Ok(()) => {
-                    self.in_flight.push_back(Pending { meta, downstream: None });
+                    self.in_flight.push_back(Pending { meta, downstream: None, failed: None });
                     return Ok(());
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
@@ -119,13 +132,20 @@ impl<M> ProduceService<M> {
                         self.wait_acks(self.in_flight.len() / 2, on_ack).await?;
                     }
                 }
+                // The producer already stopped as a whole: a record in flight is at fault.
+                Err((e, _)) if !own_fault(&e) && !self.in_flight.is_empty() => {
+                    self.wait_acks(0, on_ack).await?;
+                    return Err((meta, e));
+                }
                 Err((e, _)) => return Err((meta, e)),
             }
         }
     }
 
     /// Waits until at most `remaining` records are in flight, passing acknowledged records to
-    /// `on_ack` in produce order. Errors: the first failed record.
+    /// `on_ack` in produce order. Errors: the failed record at fault — the first, in produce
+    /// order, refused for a reason of its own; when the producer stopped as a whole, every record
+    /// in flight fails, so the others' outcomes are awaited to find it.
     pub async fn wait_acks(&mut self, remaining: usize, on_ack: &mut impl FnMut(M, i64)) -> Result<(), Failed<M>> {
         while self.in_flight.len() > remaining {
             let Some((seq, outcome)) = self.acks.recv().await else {
@@ -136,18 +156,43 @@ impl<M> ProduceService<M> {
             match outcome {
                 Ok(offset) => self.in_flight[index].downstream = Some(offset),
                 Err(e) => {
-                    // Everything before the failed record stays acknowledged; it is reported.
-                    for _ in 0..index {
-                        self.pop_acked(on_ack);
+                    let own = own_fault(&e);
+                    self.in_flight[index].failed = Some(e);
+                    self.failures += 1;
+                    if own {
+                        return Err(self.report_failure(on_ack));
                     }
-                    return Err(self.fail_front(e));
                 }
+            }
+            if self.failures > 0 {
+                if self.in_flight.iter().all(|p| p.downstream.is_some() || p.failed.is_some()) {
+                    return Err(self.report_failure(on_ack));
+                }
+                continue;
             }
             while self.in_flight.front().is_some_and(|p| p.downstream.is_some()) {
                 self.pop_acked(on_ack);
             }
         }
         Ok(())
+    }
+
+    /// Pops the records before the one at fault (passing the acknowledged ones to `on_ack`: they
+    /// stay written) and returns it with its error.
+    fn report_failure(&mut self, on_ack: &mut impl FnMut(M, i64)) -> Failed<M> {
+        let failed = |p: &Pending<M>| p.failed.is_some();
+        let at_fault = self
+            .in_flight
+            .iter()
+            .position(|p| p.failed.as_ref().is_some_and(own_fault))
+            .or_else(|| self.in_flight.iter().position(failed))
+            .unwrap_or(0);
+        for _ in 0..at_fault {
+            self.pop_acked(on_ack);
+        }
+        let p = self.in_flight.pop_front().expect("the failed record is in flight");
+        self.first_seq += 1;
+        (p.meta, p.failed.unwrap_or(KafkaError::Canceled))
     }
 
     fn pop_acked(&mut self, on_ack: &mut impl FnMut(M, i64)) {
