@@ -59,6 +59,19 @@ pub async fn acked(ack: DeliveryFuture) -> Result<i64, KafkaError> {
     }
 }
 
+/// Every topic of the cluster `consumer` talks to with its partition count (partitions are
+/// numbered from 0), waiting up to `timeout`; topics the metadata reports with an error are left
+/// out. Blocking: call from a blocking thread.
+pub fn topic_partition_counts(consumer: &BaseConsumer, timeout: Duration) -> Result<Vec<(String, usize)>, KafkaError> {
+    let md = consumer.fetch_metadata(None, timeout)?;
+    Ok(md
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none())
+        .map(|t| (t.name().to_string(), t.partitions().len()))
+        .collect())
+}
+
 /// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: the cluster does not answer.
 pub async fn cluster_id(cluster: &ClusterConfig) -> Result<String, String> {
     let client: BaseConsumer =

@@ -17,7 +17,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 
 use crate::config::{Flow, Skip};
-use crate::kafka::{blocking, METADATA_TIMEOUT};
+use crate::kafka::{blocking, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
 use crate::record::ReplicatedRecord;
 
@@ -155,17 +155,9 @@ impl KafkaSource {
     async fn refresh(&mut self) -> ConnectResult<BTreeSet<String>> {
         self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
         let consumer = self.consumer.clone();
-        let md = blocking(move || {
-            consumer.fetch_metadata(None, METADATA_TIMEOUT).map(|md| {
-                md.topics()
-                    .iter()
-                    .filter(|t| t.error().is_none())
-                    .map(|t| (t.name().to_string(), t.partitions().len()))
-                    .collect::<Vec<_>>()
-            })
-        })
-        .await
-        .map_err(|e| ConnectError::backend(format!("list topics of source {}", self.flow.source.alias), e))?;
+        let md = blocking(move || topic_partition_counts(&consumer, METADATA_TIMEOUT))
+            .await
+            .map_err(|e| ConnectError::backend(format!("list topics of source {}", self.flow.source.alias), e))?;
         let mut selected = BTreeSet::new();
         let mut fresh = Vec::new();
         for (topic, partitions) in md {

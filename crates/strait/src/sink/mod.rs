@@ -267,10 +267,9 @@ impl TargetSink {
     async fn save_acknowledged(&self) -> Result<(), KafkaError> {
         let producer = control_producer(&self.flow.target)?;
         let mut acks = Vec::new();
-        for (topic, partition, upstream, downstream) in self.syncs.acknowledged() {
-            let position = SourceOffset { topic: topic.clone(), partition, offset: upstream };
-            let ts = self.last.get(&(topic.clone(), partition)).filter(|(o, _)| *o == upstream).and_then(|(_, ts)| *ts);
-            let (key, value) = positions::encode(&self.flow.name, &position, ts, Some(downstream));
+        for (topic, partition, upstream) in self.syncs.acknowledged() {
+            let (key, value) =
+                self.position_record(&SourceOffset { topic: topic.clone(), partition, offset: upstream });
             acks.push(
                 enqueue(&producer, FutureRecord::to(POSITIONS_TOPIC).partition(0).key(&key[..]).payload(&value[..]))
                     .await?,
@@ -282,6 +281,16 @@ impl TargetSink {
         }
         tracing::info!(flow = %self.flow.name, partitions = saved, "saved the positions of the records written before the failure");
         Ok(())
+    }
+
+    /// Key and value of the positions record for `position`, with the timestamp of the record at
+    /// it (when it was the last one put) and the target offset of the partition's last record
+    /// written.
+    fn position_record(&self, position: &SourceOffset) -> (Vec<u8>, Vec<u8>) {
+        let (topic, partition) = (&position.topic, position.partition);
+        let ts =
+            self.last.get(&(topic.clone(), partition)).filter(|(o, _)| *o == position.offset).and_then(|(_, ts)| *ts);
+        positions::encode(&self.flow.name, position, ts, self.syncs.last_downstream(topic, partition))
     }
 
     /// Writes offset syncs to the source cluster and waits for their acks (KIP-716 `source`).
@@ -421,10 +430,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             }
         }
         for p in positions {
-            let ts =
-                self.last.get(&(p.topic.clone(), p.partition)).filter(|(o, _)| *o == p.offset).and_then(|(_, ts)| *ts);
-            let (key, value) =
-                positions::encode(&self.flow.name, p, ts, self.syncs.last_downstream(&p.topic, p.partition));
+            let (key, value) = self.position_record(p);
             let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
             if let Err(failed) = self.service.send(record, InFlight::Position(p.clone()), &mut |_, _| {}).await {
                 return Err(self.produce_error(failed));

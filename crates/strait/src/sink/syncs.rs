@@ -59,9 +59,9 @@ impl OffsetSyncWriter {
         self.states.get(&(topic.clone(), partition)).map(|e| e.last_downstream)
     }
 
-    /// Every source partition's last acknowledged record: (topic, partition, upstream, downstream).
-    pub fn acknowledged(&self) -> impl Iterator<Item = (&Arc<str>, i32, i64, i64)> {
-        self.states.iter().map(|((t, p), e)| (t, *p, e.last_upstream, e.last_downstream))
+    /// Every source partition's last acknowledged record: (topic, partition, upstream offset).
+    pub fn acknowledged(&self) -> impl Iterator<Item = (&Arc<str>, i32, i64)> {
+        self.states.iter().map(|((t, p), e)| (t, *p, e.last_upstream))
     }
 
     /// Forgets every partition's emission state after an aborted transaction: the aborted records

@@ -14,7 +14,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::ClusterConfig;
-use crate::kafka::blocking;
+use crate::kafka::{blocking, topic_partition_counts};
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -127,20 +127,11 @@ impl GroupClient {
     /// Every (topic, partition) of the topics `keep` accepts.
     pub async fn partitions(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<(String, i32)>, KafkaError> {
         let lister = self.lister.clone();
-        let md = blocking(move || {
-            lister.fetch_metadata(None, TIMEOUT).map(|md| {
-                md.topics()
-                    .iter()
-                    .filter(|t| t.error().is_none())
-                    .map(|t| (t.name().to_string(), t.partitions().iter().map(|p| p.id()).collect::<Vec<_>>()))
-                    .collect::<Vec<_>>()
-            })
-        })
-        .await?;
+        let md = blocking(move || topic_partition_counts(&lister, TIMEOUT)).await?;
         Ok(md
             .into_iter()
             .filter(|(t, _)| keep(t))
-            .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
+            .flat_map(|(t, partitions)| (0..partitions as i32).map(move |p| (t.clone(), p)))
             .collect())
     }
 }
