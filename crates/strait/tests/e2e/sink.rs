@@ -29,9 +29,9 @@ fn record(topic: &Arc<str>, offset: i64, value: Option<&str>) -> ConnectRecord<(
     }
 }
 
-fn sink_flow(src: &str, dst: &str, flow_extra: &str) -> Arc<strait::config::Flow> {
-    let toml = two_cluster_config((src, &cluster(1), ""), (dst, &cluster(2), ""), flow_extra, "");
-    Arc::new(Config::parse(&toml).unwrap().remove(0))
+/// The flow of `f` with `flow_extra` settings, as `strait run` would resolve it.
+fn sink_flow(f: &TopicFlow, flow_extra: &str) -> Arc<strait::config::Flow> {
+    Arc::new(Config::parse(&f.config(flow_extra)).unwrap().remove(0))
 }
 
 /// The offset syncs of `topic` in `<src>`'s offset-syncs topic on the target, as (upstream, downstream).
@@ -48,12 +48,9 @@ fn written_syncs(b: &str, src: &str, topic: &str) -> Vec<(i64, i64)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
-    let (a, b) = (cluster(1), cluster(2));
-    let p = unique("sink");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic: Arc<str> = Arc::from(format!("{p}-t").as_str());
-    create_topic(&a, &topic, 1, &[]).await;
-    let flow = sink_flow(&src, &dst, "offset_lag_max = 3");
+    let f = TopicFlow::new("sink", 1).await;
+    let flow = sink_flow(&f, "offset_lag_max = 3");
+    let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
     let (mut sink, saved) = TargetSink::start(flow.clone()).await.expect("sink starts against real brokers");
     assert!(!sink.supports_transactions(), "at-least-once sink");
     assert!(saved.is_empty(), "a new flow has no positions");
@@ -85,12 +82,9 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
-    let (a, b) = (cluster(1), cluster(2));
-    let p = unique("txsink");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic: Arc<str> = Arc::from(format!("{p}-t").as_str());
-    create_topic(&a, &topic, 1, &[]).await;
-    let flow = sink_flow(&src, &dst, "offset_lag_max = 3\ndelivery = \"exactly_once\"");
+    let f = TopicFlow::new("txsink", 1).await;
+    let flow = sink_flow(&f, "offset_lag_max = 3\ndelivery = \"exactly_once\"");
+    let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
     let (mut sink, _) = TargetSink::start(flow.clone()).await.expect("transactional sink starts");
     assert!(sink.supports_transactions());
 
@@ -145,12 +139,9 @@ async fn positions_behind_another_writers_open_transaction_are_read_once_it_ends
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     use std::time::{Duration, Instant};
 
-    let (a, b) = (cluster(1), cluster(2));
-    let p = unique("lso");
-    let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic: Arc<str> = Arc::from(format!("{p}-t").as_str());
-    create_topic(&a, &topic, 1, &[]).await;
-    let flow = sink_flow(&src, &dst, "delivery = \"exactly_once\"");
+    let f = TopicFlow::new("lso", 1).await;
+    let flow = sink_flow(&f, "delivery = \"exactly_once\"");
+    let (b, topic) = (f.b.clone(), Arc::<str>::from(f.topic.as_str()));
     let (mut sink, _) = TargetSink::start(flow.clone()).await.expect("transactional sink starts");
     let position = |offset| [SourceOffset { topic: topic.clone(), partition: 0, offset }];
     sink.begin().await.unwrap();
@@ -160,7 +151,7 @@ async fn positions_behind_another_writers_open_transaction_are_read_once_it_ends
     // Another flow writing to the same target leaves a transaction open on the positions topic...
     let other: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &b)
-        .set("transactional.id", format!("{p}-other"))
+        .set("transactional.id", format!("{}-other", f.p))
         .create()
         .unwrap();
     other.init_transactions(Duration::from_secs(30)).unwrap();
