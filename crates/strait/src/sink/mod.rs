@@ -40,7 +40,7 @@ const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("queue.buffering.max.kbytes", "32768"),
     // librdkafka's default (1,000,000) is below the broker's (1,048,588); let the target topic's
     // max.message.bytes decide, as for any Kafka client.
-    ("message.max.bytes", "104857600"),
+    ("message.max.bytes", topics::LARGEST_BATCH_BYTES),
 ];
 
 /// Added in at-least-once mode.

@@ -103,3 +103,22 @@ async fn records_written_before_a_refused_one_are_not_written_again_at_restart()
     let copies: usize = read_all(&b, &other_remote, false).values().map(Vec::len).sum();
     assert_eq!(copies, 40, "the other topic's records are not written again either");
 }
+
+/// A record fits its source topic as the source's producer compressed it; Strait produces it
+/// uncompressed, so the target topic it creates must take it all the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_compressed_under_the_source_limit_fits_the_target_topic_strait_creates() {
+    let f = TopicFlow::with_configs("zstd", 1, &[("max.message.bytes", "5242880")]).await;
+    let (a, b) = (&f.a, &f.b);
+    // 8 MB that zstd brings far below the 5 MB limit, between two small records.
+    let big: String = (0..8_000_000).map(|i| char::from(b'a' + (i % 7) as u8)).collect();
+    let records = [Rec::simple(0, "before"), Rec::simple(0, &big), Rec::simple(0, "after")];
+    produce_with(a, &f.topic, &records, &[("compression.type", "zstd"), ("message.max.bytes", "20000000")]).await;
+    let strait = Strait::start(&f.p, &f.config(""));
+    wait_until("all three replicated", Duration::from_secs(60), || count(b, &f.remote) == Some(3)).await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    let target = read_all(b, &f.remote, false);
+    let values: Vec<_> = target[&0].iter().map(|(_, r)| r.value.clone().unwrap()).collect();
+    assert_eq!(values, vec![b"before".to_vec(), big.into_bytes(), b"after".to_vec()]);
+}

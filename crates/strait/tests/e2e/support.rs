@@ -74,18 +74,31 @@ pub fn now_ms() -> i64 {
 }
 
 pub fn producer(bootstrap: &str) -> FutureProducer {
-    ClientConfig::new()
+    producer_with(bootstrap, &[])
+}
+
+/// A producer with `settings` added to the test defaults.
+pub fn producer_with(bootstrap: &str, settings: &[(&str, &str)]) -> FutureProducer {
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", bootstrap)
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
-        .set("message.max.bytes", "10000000")
-        .create()
-        .expect("producer")
+        .set("message.max.bytes", "10000000");
+    for (k, v) in settings {
+        config.set(*k, *v);
+    }
+    config.create().expect("producer")
 }
 
 /// Produces `records` in order and waits for every ack.
 pub async fn produce(bootstrap: &str, topic: &str, records: &[Rec]) {
-    let p = producer(bootstrap);
+    produce_with(bootstrap, topic, records, &[]).await
+}
+
+/// [`produce`] with producer `settings` (say, a compression codec).
+pub async fn produce_with(bootstrap: &str, topic: &str, records: &[Rec], settings: &[(&str, &str)]) {
+    let p = producer_with(bootstrap, settings);
     let mut acks = Vec::with_capacity(records.len());
     for r in records {
         let mut hs = OwnedHeaders::new();
@@ -339,9 +352,14 @@ pub struct TopicFlow {
 impl TopicFlow {
     /// Names from `prefix`; creates the source topic with `partitions` partitions.
     pub async fn new(prefix: &str, partitions: i32) -> Self {
+        Self::with_configs(prefix, partitions, &[]).await
+    }
+
+    /// [`TopicFlow::new`] with the source topic created with `configs`.
+    pub async fn with_configs(prefix: &str, partitions: i32, configs: &[(&str, &str)]) -> Self {
         let (a, b, p) = (cluster(1), cluster(2), unique(prefix));
         let (src, dst, topic) = (format!("{p}s"), format!("{p}d"), format!("{p}-t"));
-        create_topic(&a, &topic, partitions, &[]).await;
+        create_topic(&a, &topic, partitions, configs).await;
         let remote = format!("{src}.{topic}");
         TopicFlow { a, b, p, src, dst, topic, remote }
     }
