@@ -10,12 +10,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
+use regex::Regex;
 use serde::Deserialize;
 use strait_mm2::{ReplicationPolicy, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE};
 
 use crate::residency::{ResidencyConfig, ResidencyGate, ResidencyRules};
 pub use crate::rules::ConfigError;
-use crate::rules::{err, NameFilter};
+use crate::rules::{compile, err, NameFilter};
 
 /// The whole file, as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -96,6 +97,16 @@ pub enum DeliveryKind {
     ExactlyOnce,
 }
 
+/// Where a topic with no saved position starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartFrom {
+    /// At the log start: copy the topic's history (MM2's behaviour).
+    Earliest,
+    /// At the end the first time the topic is seen: copy only records written after that.
+    Latest,
+}
+
 /// MM2's naming choice for replicated topics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -156,6 +167,21 @@ pub struct FlowConfig {
     /// How often source topics and partitions are re-listed (ms). Default 5,000.
     #[serde(default = "default_refresh_ms")]
     pub refresh_topics_interval_ms: u64,
+    /// `earliest` (default) or `latest`: where a topic with no saved position starts. Partitions
+    /// added later to a topic already replicated always start at earliest.
+    #[serde(default = "default_start_from")]
+    pub start_from: StartFrom,
+    /// Apply source topic config changes to the target topics after creation (MM2
+    /// `sync.topic.configs.enabled`, with KIP-894's incremental semantics). Default true.
+    #[serde(default = "yes")]
+    pub sync_topic_configs: bool,
+    /// How often topic configs are synced (ms). Default 60,000 (MM2 `sync.topic.configs.interval.seconds`).
+    #[serde(default = "default_topic_configs_ms")]
+    pub sync_topic_configs_interval_ms: u64,
+    /// Regexes (whole-name match) of topic config names never synced, in addition to MM2's
+    /// exclude list (MM2 `config.properties.exclude`). Default none.
+    #[serde(default)]
+    pub sync_topic_configs_exclude: Vec<String>,
     /// Longest time a batch stays uncommitted (ms): bounds duplicates after a crash in
     /// at-least-once mode, and the latency of `read_committed` consumers in exactly-once mode.
     /// Default 1,000.
@@ -242,6 +268,12 @@ fn default_transaction_timeout_ms() -> u64 {
 fn default_offset_lag_max() -> u64 {
     100
 }
+fn default_start_from() -> StartFrom {
+    StartFrom::Earliest
+}
+fn default_topic_configs_ms() -> u64 {
+    60_000
+}
 fn default_refresh_ms() -> u64 {
     5_000
 }
@@ -323,6 +355,12 @@ pub struct Flow {
     pub offset_lag_max: u64,
     /// Re-list interval for source topics.
     pub refresh_topics_interval: Duration,
+    /// Where a topic with no saved position starts.
+    pub start_from: StartFrom,
+    /// Topic config sync interval; `None` when off.
+    pub sync_topic_configs_interval: Option<Duration>,
+    /// Topic config names never synced (besides MM2's list).
+    pub sync_topic_configs_exclude: Vec<Regex>,
     /// Longest a batch stays uncommitted.
     pub commit_interval: Duration,
     /// A batch commits at this many records.
@@ -527,6 +565,15 @@ impl Config {
                 offset_syncs_location: f.offset_syncs_topic_location,
                 offset_lag_max: f.offset_lag_max,
                 refresh_topics_interval: ms("refresh_topics_interval_ms", f.refresh_topics_interval_ms)?,
+                start_from: f.start_from,
+                sync_topic_configs_interval: f
+                    .sync_topic_configs
+                    .then(|| ms("sync_topic_configs_interval_ms", f.sync_topic_configs_interval_ms))
+                    .transpose()?,
+                sync_topic_configs_exclude: compile(
+                    &format!("{field}.sync_topic_configs_exclude"),
+                    &f.sync_topic_configs_exclude,
+                )?,
                 commit_interval,
                 max_batch_records: positive("max_batch_records", f.max_batch_records)? as usize,
                 max_batch_bytes: positive("max_batch_bytes", f.max_batch_bytes)? as usize,

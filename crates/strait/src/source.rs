@@ -2,7 +2,8 @@
 //!
 //! Manual assignment (no consumer group, nothing written to the source), `read_committed` so
 //! aborted transactions never reach the target, starting from the positions it is given (read by
-//! the sink from the target, [`crate::positions`]), earliest where none. It saves nothing itself.
+//! the sink from the target, [`crate::positions`]); where none, at the start of the partition, or
+//! at its end for a new topic with `start_from = "latest"`. It saves nothing itself.
 //! Topics and partitions that appear are picked up at the next refresh (every
 //! `refresh_topics_interval_ms`).
 
@@ -16,7 +17,7 @@ use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 
-use crate::config::{Flow, Skip};
+use crate::config::{Flow, Skip, StartFrom};
 use crate::kafka::{blocking, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
 use crate::record::ReplicatedRecord;
@@ -34,6 +35,12 @@ pub struct KafkaSource {
     /// Where a rewind restarts each assigned partition: after its last acknowledged record, or
     /// where it was assigned.
     resume: HashMap<(Arc<str>, i32), Offset>,
+    /// Partitions started at their end (`start_from = "latest"`) whose start is not yet saved:
+    /// the start offset each. Handed to the sink as no-payload records so the start is saved even
+    /// before a record arrives, and a restart does not skip what was written in between.
+    unsaved_starts: HashMap<(Arc<str>, i32), i64>,
+    /// The next poll hands [`Self::unsaved_starts`] over (after a refresh or a rewind).
+    emit_starts: bool,
     next_refresh: Instant,
 }
 
@@ -72,6 +79,8 @@ impl KafkaSource {
             assigned: HashSet::new(),
             skipped: HashSet::new(),
             resume: HashMap::new(),
+            unsaved_starts: HashMap::new(),
+            emit_starts: false,
             next_refresh: Instant::now(),
         };
         let topics = source.refresh().await?;
@@ -136,18 +145,24 @@ impl KafkaSource {
         .await
     }
 
-    /// The log-start offset of each of `partitions` (one watermark query each, off the async
-    /// workers). Errors: a backend error when the source does not answer.
-    async fn log_starts(&self, partitions: Vec<(String, i32)>) -> ConnectResult<HashMap<(String, i32), i64>> {
+    /// The log-start and end offsets of each of `partitions` (one watermark query each, off the
+    /// async workers). Errors: a backend error when the source does not answer.
+    async fn watermarks(&self, partitions: Vec<(String, i32)>) -> ConnectResult<HashMap<(String, i32), (i64, i64)>> {
         let consumer = self.consumer.clone();
         blocking(move || {
             partitions
                 .into_iter()
-                .map(|(t, p)| consumer.fetch_watermarks(&t, p, METADATA_TIMEOUT).map(|(low, _)| ((t, p), low)))
+                .map(|(t, p)| consumer.fetch_watermarks(&t, p, METADATA_TIMEOUT).map(|w| ((t, p), w)))
                 .collect::<Result<HashMap<_, _>, _>>()
         })
         .await
-        .map_err(|e| ConnectError::backend(format!("log-start offsets of source {}", self.flow.source.alias), e))
+        .map_err(|e| ConnectError::backend(format!("offsets of source {}", self.flow.source.alias), e))
+    }
+
+    /// Whether `topic` is already replicated: a partition of it has a saved position or was
+    /// assigned in this run. Its new partitions then start at earliest whatever `start_from` says.
+    fn known(&self, topic: &str) -> bool {
+        self.saved.keys().chain(self.assigned.iter()).any(|(t, _)| t == topic)
     }
 
     /// Lists the source's topics and assigns partitions not yet assigned. Returns the selected
@@ -180,9 +195,15 @@ impl KafkaSource {
             selected.insert(topic);
         }
         let recreated = self.recreated(&fresh).await;
-        let resumed: Vec<(String, i32)> =
-            fresh.iter().filter(|tp| self.saved.contains_key(*tp) && !recreated.contains(*tp)).cloned().collect();
-        let log_starts = self.log_starts(resumed).await?;
+        let latest = self.flow.start_from == StartFrom::Latest;
+        let unknown: HashSet<String> =
+            fresh.iter().filter(|(t, _)| latest && !self.known(t)).map(|(t, _)| t.clone()).collect();
+        let queried: Vec<(String, i32)> = fresh
+            .iter()
+            .filter(|tp| (self.saved.contains_key(*tp) && !recreated.contains(*tp)) || unknown.contains(&tp.0))
+            .cloned()
+            .collect();
+        let watermarks = self.watermarks(queried).await?;
         let mut new = TopicPartitionList::new();
         let mut starts = Vec::with_capacity(fresh.len());
         for (topic, p) in fresh {
@@ -191,8 +212,8 @@ impl KafkaSource {
                     tracing::warn!(flow = %self.flow.name, topic, partition = p, "the record at the saved position changed: the topic was recreated; replicating it from the beginning");
                     Offset::Beginning
                 }
-                Some(saved) => match log_starts.get(&(topic.clone(), p)) {
-                    Some(&log_start) if log_start > saved.next_offset => {
+                Some(saved) => match watermarks.get(&(topic.clone(), p)) {
+                    Some(&(log_start, _)) if log_start > saved.next_offset => {
                         tracing::error!(
                             flow = %self.flow.name, topic, partition = p, saved = saved.next_offset, log_start,
                             lost = log_start - saved.next_offset,
@@ -202,7 +223,10 @@ impl KafkaSource {
                     }
                     _ => Offset::Offset(saved.next_offset),
                 },
-                None => Offset::Beginning,
+                None => match watermarks.get(&(topic.clone(), p)) {
+                    Some(&(_, end)) if unknown.contains(&topic) => Offset::Offset(end),
+                    _ => Offset::Beginning,
+                },
             };
             new.add_partition_offset(&topic, p, offset)
                 .map_err(|e| ConnectError::offset(format!("assign {topic} partition {p}"), e))?;
@@ -214,7 +238,13 @@ impl KafkaSource {
         }
         // Only once assigned: a failed assign is tried again at the next refresh.
         for (topic, p, offset) in starts {
-            self.resume.insert((shared_name(&mut self.names, &topic), p), offset);
+            let name = shared_name(&mut self.names, &topic);
+            if let (true, Offset::Offset(end)) = (unknown.contains(&topic), offset) {
+                tracing::info!(flow = %self.flow.name, topic, partition = p, offset = end, "new topic: starting at its end (start_from = latest)");
+                self.unsaved_starts.insert((name.clone(), p), end);
+                self.emit_starts = true;
+            }
+            self.resume.insert((name, p), offset);
             self.assigned.insert((topic, p));
         }
         Ok(selected)
@@ -227,6 +257,22 @@ fn shared_name(names: &mut HashMap<String, Arc<str>>, topic: &str) -> Arc<str> {
         Some(t) => t.clone(),
         None => names.entry(topic.to_string()).or_insert_with(|| Arc::from(topic)).clone(),
     }
+}
+
+/// No-payload records that carry the start offset of each of `starts` as a position (the
+/// position of a record is its offset + 1, so each stands at the offset before the start).
+fn start_records(starts: &HashMap<(Arc<str>, i32), i64>) -> Vec<ConnectRecord<(), ReplicatedRecord>> {
+    starts
+        .iter()
+        .map(|((topic, partition), start)| ConnectRecord {
+            key: None,
+            value: None,
+            timestamp_ms: None,
+            headers: vec![],
+            source_offset: SourceOffset { topic: topic.clone(), partition: *partition, offset: start - 1 },
+            size_bytes: 64,
+        })
+        .collect()
 }
 
 fn to_record(m: &BorrowedMessage<'_>, names: &mut HashMap<String, Arc<str>>) -> ConnectRecord<(), ReplicatedRecord> {
@@ -271,13 +317,14 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
                 tracing::warn!(flow = %self.flow.name, error = %e, "topic refresh failed; will retry");
             }
         }
+        let starts = if std::mem::take(&mut self.emit_starts) { start_records(&self.unsaved_starts) } else { vec![] };
         // One blocking call per batch: wait up to `timeout` for the first record, then take
         // what is already fetched, without waiting, up to the limits.
         let consumer = self.consumer.clone();
         let mut names = std::mem::take(&mut self.names);
         let flow = self.flow.name.clone();
         let (out, names) = blocking(move || {
-            let mut out = Vec::new();
+            let mut out = starts;
             let mut bytes = 0;
             let mut wait = timeout;
             while out.len() < max_records && bytes < max_bytes {
@@ -302,13 +349,16 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
 
     async fn acknowledge(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
         for p in positions {
-            self.resume.insert((p.topic.clone(), p.partition), Offset::Offset(p.offset + 1));
+            let key = (p.topic.clone(), p.partition);
+            self.unsaved_starts.remove(&key);
+            self.resume.insert(key, Offset::Offset(p.offset + 1));
         }
         Ok(())
     }
 
     /// Re-assigns every partition at its resume point; librdkafka drops what it had prefetched.
     async fn rewind(&mut self) -> ConnectResult<()> {
+        self.emit_starts = !self.unsaved_starts.is_empty();
         let mut tpl = TopicPartitionList::new();
         for ((topic, partition), offset) in &self.resume {
             tpl.add_partition_offset(topic, *partition, *offset)
