@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Flow;
 use crate::control::checkpoint::CheckpointTask;
 use crate::control::heartbeat::run_heartbeats;
+use crate::control::topic_configs::run_topic_config_sync;
 use crate::kafka::control_producer;
 use crate::sink::TargetSink;
 use crate::source::KafkaSource;
@@ -47,6 +48,7 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     // Side tasks stop with the flow, whether it is shut down or fails.
     let side_cancel = cancel.child_token();
     let mut side = tokio::task::JoinSet::new();
+    side.spawn(run_topic_config_sync(flow.clone(), side_cancel.clone()));
     if flow.emit_heartbeats || flow.emit_checkpoints || flow.sync_group_offsets {
         let producer = control_producer(&flow.target).map_err(|e| ConnectError::backend("control producer", e))?;
         if flow.emit_heartbeats {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, ProducerContext, ThreadedProducer};
@@ -59,11 +60,14 @@ pub async fn acked(ack: DeliveryFuture) -> Result<i64, KafkaError> {
     }
 }
 
-/// Every topic of the cluster `consumer` talks to with its partition count (partitions are
+/// Every topic of the cluster `client` talks to with its partition count (partitions are
 /// numbered from 0), waiting up to `timeout`; topics the metadata reports with an error are left
 /// out. Blocking: call from a blocking thread.
-pub fn topic_partition_counts(consumer: &BaseConsumer, timeout: Duration) -> Result<Vec<(String, usize)>, KafkaError> {
-    let md = consumer.fetch_metadata(None, timeout)?;
+pub fn topic_partition_counts<C: ClientContext>(
+    client: &Client<C>,
+    timeout: Duration,
+) -> Result<Vec<(String, usize)>, KafkaError> {
+    let md = client.fetch_metadata(None, timeout)?;
     Ok(md
         .topics()
         .iter()

@@ -170,7 +170,7 @@ impl KafkaSource {
     async fn refresh(&mut self) -> ConnectResult<BTreeSet<String>> {
         self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
         let consumer = self.consumer.clone();
-        let md = blocking(move || topic_partition_counts(&consumer, METADATA_TIMEOUT))
+        let md = blocking(move || topic_partition_counts(consumer.client(), METADATA_TIMEOUT))
             .await
             .map_err(|e| ConnectError::backend(format!("list topics of source {}", self.flow.source.alias), e))?;
         let mut selected = BTreeSet::new();

@@ -1,6 +1,7 @@
 //! What a flow writes beside its data, MM2-compatible: heartbeats and checkpoints (with group
-//! offset sync). Both write through the flow's one control producer, handed to them by
-//! [`crate::flow`].
+//! offset sync), both through the flow's one control producer handed to them by [`crate::flow`],
+//! and topic config sync, through the target's admin API.
 
 pub mod checkpoint;
 pub mod heartbeat;
+pub mod topic_configs;

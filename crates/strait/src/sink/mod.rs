@@ -19,7 +19,7 @@ use rdkafka::producer::{BaseRecord, FutureProducer, FutureRecord, Producer};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
 
-use crate::admin::Admin;
+use crate::admin::{Admin, LARGEST_BATCH_BYTES};
 use crate::config::{Delivery, Flow, SyncsLocation};
 use crate::kafka::{acked, cluster_id, control_producer, enqueue};
 use crate::positions::{self, Positions, POSITIONS_TOPIC};
@@ -40,7 +40,7 @@ const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("queue.buffering.max.kbytes", "32768"),
     // librdkafka's default (1,000,000) is below the broker's (1,048,588); let the target topic's
     // max.message.bytes decide, as for any Kafka client.
-    ("message.max.bytes", topics::LARGEST_BATCH_BYTES),
+    ("message.max.bytes", LARGEST_BATCH_BYTES),
 ];
 
 /// Added in at-least-once mode.

@@ -15,28 +15,6 @@ use crate::config::Flow;
 use crate::kafka::await_producer_metadata;
 use crate::residency::names_of;
 
-/// `max.message.bytes` given to the target topics Strait creates, unless the source topic's is
-/// larger: 100 MiB, the largest produce request a broker accepts by default
-/// (`socket.request.max.bytes`). A record fits its source topic as the source's producer
-/// compressed it, but Strait produces it uncompressed (compressing again would cost more CPU than
-/// the whole copy), so it can be many times larger on the target: an 8 MB record that zstd
-/// brought under a 5 MB limit must still fit the topic Strait made for it.
-pub const LARGEST_BATCH_BYTES: &str = "104857600";
-
-/// The configs of a target topic Strait creates or syncs from the source topic's `configs`:
-/// the same, with `max.message.bytes` raised to at least [`LARGEST_BATCH_BYTES`].
-pub fn target_configs(mut configs: Vec<(String, String)>) -> Vec<(String, String)> {
-    const KEY: &str = "max.message.bytes";
-    let floor: u64 = LARGEST_BATCH_BYTES.parse().expect("a number");
-    match configs.iter_mut().find(|(k, _)| k == KEY) {
-        Some((_, v)) if v.parse::<u64>().is_ok_and(|n| n >= floor) => {}
-        Some((_, v)) => *v = LARGEST_BATCH_BYTES.into(),
-        None => configs.push((KEY.into(), LARGEST_BATCH_BYTES.into())),
-    }
-    configs.sort();
-    configs
-}
-
 /// The decision for one source topic.
 enum Route {
     /// Residency forbids the target; records are dropped. `dropped` counts them.
@@ -108,9 +86,13 @@ impl TopicRouter {
             .max(partition as usize + 1);
         match self.target.describe(target).await.map_err(|e| fail("describe target topic", e))? {
             None => {
-                let configs = target_configs(
-                    self.source.replicable_configs(topic).await.map_err(|e| fail("read source topic configs", e))?,
-                );
+                let configs: Vec<(String, String)> = self
+                    .source
+                    .replicable_configs(topic, &self.flow.sync_topic_configs_exclude)
+                    .await
+                    .map_err(|e| fail("read source topic configs", e))?
+                    .into_iter()
+                    .collect();
                 self.target
                     .create_topic(target, source_partitions, self.flow.replication_factor, &configs)
                     .await
@@ -176,22 +158,4 @@ pub async fn forget_positions_lost_on_target(flow: &Flow, mut saved: Positions) 
         saved.remove(&(topic, partition));
     }
     Ok(saved)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pairs(kv: &[(&str, &str)]) -> Vec<(String, String)> {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    #[test]
-    fn target_topics_fit_any_record_strait_can_produce() {
-        let raised = target_configs(pairs(&[("retention.ms", "1000"), ("max.message.bytes", "5242880")]));
-        assert_eq!(raised, pairs(&[("max.message.bytes", LARGEST_BATCH_BYTES), ("retention.ms", "1000")]));
-        assert_eq!(target_configs(vec![]), pairs(&[("max.message.bytes", LARGEST_BATCH_BYTES)]));
-        let larger = pairs(&[("max.message.bytes", "209715200")]);
-        assert_eq!(target_configs(larger.clone()), larger);
-    }
 }

@@ -47,3 +47,41 @@ async fn new_topics_and_partitions_are_picked_up() {
     let target = read_all(&b, &format!("{src}.{first}"), false);
     assert_eq!(target[&2][0].1.value.as_deref(), Some(&b"p2"[..]), "same partition on the target");
 }
+
+/// Topic config sync (KIP-894): a later change of a source topic's configs reaches the target
+/// topic, minus MM2's exclude list and the flow's own, while a config set only on the target stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn source_topic_config_changes_reach_the_target_and_target_overrides_stay() {
+    let f = TopicFlow::with_configs("cfgsync", 1, &[("retention.ms", "86400000")]).await;
+    produce(&f.a, &f.topic, &[Rec::simple(0, "x")]).await;
+    let config = f.config("sync_topic_configs_interval_ms = 1000\nsync_topic_configs_exclude = [\"segment\\\\..*\"]");
+    let strait = Strait::start(&f.p, &config);
+    wait_until("replicated", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(1)).await;
+    // An operator's override on the target only.
+    let mut target: Vec<(String, String)> = describe_topic_configs(&f.b, &f.remote).await.into_iter().collect();
+    target.push(("delete.retention.ms".into(), "1234".into()));
+    let target: Vec<(&str, &str)> = target.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    replace_topic_configs(&f.b, &f.remote, &target).await;
+    replace_topic_configs(
+        &f.a,
+        &f.topic,
+        &[("retention.ms", "3600000"), ("min.insync.replicas", "1"), ("segment.bytes", "2000000")],
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let synced = loop {
+        let configs = describe_topic_configs(&f.b, &f.remote).await;
+        if configs.get("retention.ms").map(String::as_str) == Some("3600000") {
+            break configs;
+        }
+        assert!(Instant::now() < deadline, "retention.ms not synced within 30 s: {configs:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let logs = strait.logs();
+    assert!(strait.stop().success());
+    assert_eq!(synced.get("delete.retention.ms").map(String::as_str), Some("1234"), "target override kept: {synced:?}");
+    assert!(!synced.contains_key("min.insync.replicas"), "MM2's exclude list: {synced:?}");
+    assert!(!synced.contains_key("segment.bytes"), "the flow's exclude list: {synced:?}");
+    assert_eq!(synced.get("max.message.bytes").map(String::as_str), Some("104857600"), "{synced:?}");
+    assert!(logs.contains("synced topic configs"), "{logs}");
+}

@@ -371,6 +371,19 @@ impl TopicFlow {
     }
 }
 
+/// Replaces every explicitly set config of `topic` with `configs` (the legacy AlterConfigs).
+pub async fn replace_topic_configs(bootstrap: &str, topic: &str, configs: &[(&str, &str)]) {
+    use rdkafka::admin::{AlterConfig, ResourceSpecifier};
+    let mut alter = AlterConfig::new(ResourceSpecifier::Topic(topic));
+    for (k, v) in configs {
+        alter = alter.set(k, v);
+    }
+    let results = admin(bootstrap).alter_configs([&alter], &AdminOptions::new()).await.unwrap();
+    for r in results {
+        r.expect("configs replaced");
+    }
+}
+
 /// Explicitly set configs of `topic`.
 pub async fn describe_topic_configs(bootstrap: &str, topic: &str) -> BTreeMap<String, String> {
     use rdkafka::admin::{ConfigSource, ResourceSpecifier};

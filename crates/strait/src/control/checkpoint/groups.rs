@@ -127,7 +127,7 @@ impl GroupClient {
     /// Every (topic, partition) of the topics `keep` accepts.
     pub async fn partitions(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<(String, i32)>, KafkaError> {
         let lister = self.lister.clone();
-        let md = blocking(move || topic_partition_counts(&lister, TIMEOUT)).await?;
+        let md = blocking(move || topic_partition_counts(lister.client(), TIMEOUT)).await?;
         Ok(md
             .into_iter()
             .filter(|(t, _)| keep(t))

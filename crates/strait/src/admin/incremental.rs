@@ -1,0 +1,110 @@
+//! IncrementalAlterConfigs (KIP-339) on one topic through librdkafka's C API: rdkafka 0.39 binds
+//! only the legacy AlterConfigs, which replaces every dynamic config of the topic (losing the
+//! target-only overrides KIP-894 says config sync must leave alone).
+
+use std::ffi::{CStr, CString};
+use std::ptr;
+use std::time::Duration;
+
+use rdkafka::admin::AdminClient;
+use rdkafka::bindings as rd;
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+/// Owns a librdkafka object and destroys it when dropped, so every exit path frees it.
+struct Owned<T>(*mut T, unsafe extern "C" fn(*mut T));
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the pointer came from the matching librdkafka constructor and is freed once.
+            unsafe { (self.1)(self.0) }
+        }
+    }
+}
+
+/// A config error for `what`, logged with librdkafka's message.
+fn failed(what: &str, code: rd::rd_kafka_resp_err_t, message: *const std::os::raw::c_char) -> KafkaError {
+    let code = RDKafkaErrorCode::from(code);
+    let message = if message.is_null() {
+        String::new()
+    } else {
+        // SAFETY: librdkafka returns a NUL-terminated string that lives as long as its owner.
+        unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned()
+    };
+    tracing::warn!(code = %code, "{what}: {message}");
+    KafkaError::AdminOp(code)
+}
+
+/// Sets `configs` (name, value) on `topic`, leaving its other configs as they are. Blocks up to
+/// `timeout`. Errors: the broker's error for the topic (say, an unknown config or a value out of
+/// range), or a timeout.
+pub fn set_topic_configs(
+    client: &AdminClient<DefaultClientContext>,
+    topic: &str,
+    configs: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), KafkaError> {
+    let nul = |_| KafkaError::AdminOpCreation(format!("a NUL byte in a config of topic {topic}"));
+    let name = CString::new(topic).map_err(nul)?;
+    let pairs: Vec<(CString, CString)> = configs
+        .iter()
+        .map(|(k, v)| Ok((CString::new(k.as_str())?, CString::new(v.as_str())?)))
+        .collect::<Result<_, std::ffi::NulError>>()
+        .map_err(nul)?;
+    let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let rk = client.inner().native_ptr();
+    // SAFETY: every pointer passed below is either a live librdkafka object owned by an `Owned`
+    // (destroyed after its last use) or a CString that outlives the call using it; the client
+    // outlives this function.
+    unsafe {
+        let queue = Owned(rd::rd_kafka_queue_new(rk), rd::rd_kafka_queue_destroy);
+        let resource = Owned(
+            rd::rd_kafka_ConfigResource_new(rd::rd_kafka_ResourceType_t::RD_KAFKA_RESOURCE_TOPIC, name.as_ptr()),
+            rd::rd_kafka_ConfigResource_destroy,
+        );
+        for (k, v) in &pairs {
+            let set = rd::rd_kafka_AlterConfigOpType_t::RD_KAFKA_ALTER_CONFIG_OP_TYPE_SET;
+            let error = rd::rd_kafka_ConfigResource_add_incremental_config(resource.0, k.as_ptr(), set, v.as_ptr());
+            if !error.is_null() {
+                let error = Owned(error, rd::rd_kafka_error_destroy);
+                return Err(failed(
+                    "set topic config",
+                    rd::rd_kafka_error_code(error.0),
+                    rd::rd_kafka_error_string(error.0),
+                ));
+            }
+        }
+        let options = Owned(
+            rd::rd_kafka_AdminOptions_new(rk, rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_INCREMENTALALTERCONFIGS),
+            rd::rd_kafka_AdminOptions_destroy,
+        );
+        rd::rd_kafka_AdminOptions_set_request_timeout(options.0, timeout_ms, ptr::null_mut(), 0);
+        let mut resources = [resource.0];
+        rd::rd_kafka_IncrementalAlterConfigs(rk, resources.as_mut_ptr(), 1, options.0, queue.0);
+        let event =
+            Owned(rd::rd_kafka_queue_poll(queue.0, timeout_ms.saturating_add(1_000)), rd::rd_kafka_event_destroy);
+        if event.0.is_null() {
+            return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
+        }
+        let code = rd::rd_kafka_event_error(event.0);
+        if code != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(failed("incremental alter configs", code, rd::rd_kafka_event_error_string(event.0)));
+        }
+        let result = rd::rd_kafka_event_IncrementalAlterConfigs_result(event.0);
+        let mut count = 0;
+        let results = rd::rd_kafka_IncrementalAlterConfigs_result_resources(result, &mut count);
+        for i in 0..count {
+            let r = *results.add(i);
+            let code = rd::rd_kafka_ConfigResource_error(r);
+            if code != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Err(failed(
+                    &format!("alter configs of {topic}"),
+                    code,
+                    rd::rd_kafka_ConfigResource_error_string(r),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

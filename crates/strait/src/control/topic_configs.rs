@@ -1,0 +1,77 @@
+//! Topic config sync (MM2 `sync.topic.configs.enabled`, with KIP-894's incremental semantics):
+//! every `sync_topic_configs_interval_ms`, the explicitly set configs of each replicated source
+//! topic, minus MM2's exclude list and the flow's `sync_topic_configs_exclude`, are set on its
+//! target topic with IncrementalAlterConfigs. Only differing values are sent; configs set only on
+//! the target are left alone, and a config removed on the source keeps its target value (MM2
+//! does the same). Target topics not yet created are left to the sink, which creates them with
+//! the same configs.
+
+use std::sync::Arc;
+
+use rdkafka::error::KafkaError;
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::{replicable, Admin};
+use crate::config::Flow;
+use crate::residency::names_of;
+
+/// Syncs `flow`'s topic configs every interval until `cancel`; a failed round is logged and
+/// tried again at the next one. Does nothing when the flow has sync turned off.
+pub async fn run_topic_config_sync(flow: Arc<Flow>, cancel: CancellationToken) {
+    let Some(interval) = flow.sync_topic_configs_interval else { return };
+    let admins = Admin::new(&flow.source).and_then(|s| Ok((s, Admin::new(&flow.target)?)));
+    let (source, target) = match admins {
+        Ok(admins) => admins,
+        Err(e) => return tracing::error!(flow = %flow.name, error = %e, "topic config sync cannot start"),
+    };
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = sync(&flow, &source, &target).await {
+            tracing::warn!(flow = %flow.name, error = %e, "topic config sync failed; retrying at the next interval");
+        }
+    }
+}
+
+/// One round: describes every replicated source topic and its target topic (one request per
+/// cluster) and sets the configs that differ.
+async fn sync(flow: &Flow, source: &Admin, target: &Admin) -> Result<(), KafkaError> {
+    let separator = flow.policy.separator();
+    let topics: Vec<String> = source
+        .topic_names()
+        .await?
+        .into_iter()
+        .filter(|t| flow.replicates(t) && flow.residency.check(&names_of(t, separator)).is_ok())
+        .collect();
+    let remotes: Vec<String> = topics.iter().map(|t| flow.policy.remote_topic(&flow.source.alias, t)).collect();
+    let mut on_source = source.explicit_configs(&topics).await?;
+    let existing: Vec<String> = {
+        let names = target.topic_names().await?;
+        remotes.iter().filter(|r| names.contains(r)).cloned().collect()
+    };
+    let mut on_target = target.explicit_configs(&existing).await?;
+    for (topic, remote) in topics.iter().zip(&remotes) {
+        let (Some(wanted), Some(current)) = (on_source.remove(topic), on_target.remove(remote)) else { continue };
+        let changes: Vec<(String, String)> = replicable(wanted, &flow.sync_topic_configs_exclude)
+            .into_iter()
+            .filter(|(k, v)| current.get(k) != Some(v))
+            .collect();
+        if changes.is_empty() {
+            continue;
+        }
+        match target.set_configs(remote, changes.clone()).await {
+            Ok(()) => {
+                tracing::info!(flow = %flow.name, topic, target_topic = remote, configs = ?changes, "synced topic configs")
+            }
+            Err(e) => {
+                tracing::warn!(flow = %flow.name, topic, target_topic = remote, configs = ?changes, error = %e, "could not sync topic configs")
+            }
+        }
+    }
+    Ok(())
+}
