@@ -15,7 +15,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod jvm;
+pub mod proxy;
 pub mod sample;
+
+pub use proxy::TcpProxy;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -61,8 +64,10 @@ pub fn kafka_libs() -> io::Result<PathBuf> {
 
 /// A running single-node KRaft cluster. Dropping it kills the broker.
 pub struct KafkaCluster {
-    /// `host:port` of the PLAINTEXT listener.
+    /// `host:port` clients connect to (the advertised PLAINTEXT listener).
     pub bootstrap: String,
+    /// `host:port` the PLAINTEXT listener binds (the same as `bootstrap` unless behind a proxy).
+    pub listener: String,
     /// Folder with `server.properties`, `data/` and `server.log`.
     pub dir: PathBuf,
     libs: PathBuf,
@@ -109,12 +114,25 @@ pub fn start_clusters(count: usize, base: &Path) -> io::Result<Vec<KafkaCluster>
     let mut clusters = Vec::with_capacity(count);
     for i in 0..count {
         let dir = base.join(format!("cluster-{i}"));
-        clusters.push(launch(&libs, &dir)?);
+        clusters.push(launch(&libs, &dir, None)?);
     }
     for c in &mut clusters {
         wait_ready(c)?;
     }
     Ok(clusters)
+}
+
+/// Starts one cluster under `base` that clients reach only through a [`TcpProxy`] (its
+/// advertised listener is the proxy), so a test can cut and heal the network between clients and
+/// the broker. Errors as [`start_clusters`].
+pub fn start_cluster_behind_proxy(base: &Path) -> io::Result<(KafkaCluster, TcpProxy)> {
+    let libs = kafka_libs()?;
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let proxy_port = listener.local_addr()?.port();
+    let mut cluster = launch(&libs, &base.join("cluster-proxied"), Some(proxy_port))?;
+    let proxy = TcpProxy::start(listener, &cluster.listener)?;
+    wait_ready(&mut cluster)?;
+    Ok((cluster, proxy))
 }
 
 fn free_port() -> io::Result<u16> {
@@ -155,10 +173,14 @@ fn java_command(libs: &Path, dir: &Path) -> Command {
     cmd
 }
 
-fn launch(libs: &Path, dir: &Path) -> io::Result<KafkaCluster> {
+/// Formats and starts a cluster in `dir`. Clients are told to connect to `advertised` (a proxy's
+/// port) when given, else to the listener itself; the broker talks to itself on its own
+/// `INTERNAL` listener either way.
+fn launch(libs: &Path, dir: &Path, advertised: Option<u16>) -> io::Result<KafkaCluster> {
     let _ = fs::remove_dir_all(dir);
     fs::create_dir_all(dir)?;
-    let (port, ctrl) = (free_port()?, free_port()?);
+    let (port, internal, ctrl) = (free_port()?, free_port()?, free_port()?);
+    let advertised = advertised.unwrap_or(port);
     let props = dir.join("server.properties");
     fs::write(
         &props,
@@ -166,11 +188,11 @@ fn launch(libs: &Path, dir: &Path) -> io::Result<KafkaCluster> {
             "process.roles=broker,controller\n\
              node.id=1\n\
              controller.quorum.voters=1@127.0.0.1:{ctrl}\n\
-             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctrl}\n\
-             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+             listeners=PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal},CONTROLLER://127.0.0.1:{ctrl}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{advertised},INTERNAL://127.0.0.1:{internal}\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
              controller.listener.names=CONTROLLER\n\
-             inter.broker.listener.name=PLAINTEXT\n\
+             inter.broker.listener.name=INTERNAL\n\
              log.dirs={data}\n\
              num.partitions=1\n\
              auto.create.topics.enable=false\n\
@@ -199,7 +221,13 @@ fn launch(libs: &Path, dir: &Path) -> io::Result<KafkaCluster> {
         )));
     }
     let child = spawn_broker(libs, dir)?;
-    Ok(KafkaCluster { bootstrap: format!("127.0.0.1:{port}"), dir: dir.to_path_buf(), libs: libs.to_path_buf(), child })
+    Ok(KafkaCluster {
+        bootstrap: format!("127.0.0.1:{advertised}"),
+        listener: format!("127.0.0.1:{port}"),
+        dir: dir.to_path_buf(),
+        libs: libs.to_path_buf(),
+        child,
+    })
 }
 
 /// Starts the broker of the formatted folder `dir`.

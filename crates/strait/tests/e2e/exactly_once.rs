@@ -3,94 +3,11 @@
 //! Records carry per-partition sequence numbers (`p<partition>-<seq>`), so a duplicate, a gap or
 //! a reordering is seen.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use strait::config::{Config, Flow};
 
 use crate::support::*;
-
-/// Produces `per_partition` sequenced records to each of `partitions` partitions of `topic`,
-/// in `chunks` rounds with `pause` between them (so Strait replicates while records arrive).
-async fn produce_sequenced(
-    bootstrap: String,
-    topic: String,
-    partitions: i32,
-    per_partition: usize,
-    chunks: usize,
-    pause: Duration,
-) {
-    let per_chunk = per_partition.div_ceil(chunks);
-    for chunk in 0..chunks {
-        let seqs = chunk * per_chunk..((chunk + 1) * per_chunk).min(per_partition);
-        let recs: Vec<Rec> =
-            seqs.flat_map(|s| (0..partitions).map(move |p| Rec::simple(p, &format!("p{p}-{s}")))).collect();
-        produce(&bootstrap, &topic, &recs).await;
-        tokio::time::sleep(pause).await;
-    }
-}
-
-/// What a read_committed consumer of one partition saw against sequences `0..per_partition`.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Seen {
-    /// Records seen more than once (each extra copy counts).
-    duplicated: usize,
-    /// Sequences never seen.
-    missing: usize,
-    /// First copies that do not follow the previous first copy's sequence.
-    reordered: usize,
-}
-
-/// Per partition of `remote` on `bootstrap` (read_committed), what was seen.
-fn exactly_once_report(bootstrap: &str, remote: &str, partitions: i32, per_partition: usize) -> BTreeMap<i32, Seen> {
-    let all = read_all_within(bootstrap, remote, false, Duration::from_secs(300));
-    (0..partitions)
-        .map(|p| {
-            let seqs: Vec<usize> = all
-                .get(&p)
-                .map(|recs| {
-                    recs.iter()
-                        .map(|(_, r)| {
-                            let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
-                            let (part, seq) = v[1..].split_once('-').unwrap();
-                            assert_eq!(part.parse::<i32>().unwrap(), p, "record {v} in partition {p}");
-                            seq.parse().unwrap()
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut first = std::collections::BTreeSet::new();
-            let (mut duplicated, mut reordered, mut previous) = (0, 0, None);
-            for s in seqs {
-                if !first.insert(s) {
-                    duplicated += 1;
-                    continue;
-                }
-                if previous.is_some_and(|prev| s != prev + 1) || (previous.is_none() && s != 0) {
-                    reordered += 1;
-                }
-                previous = Some(s);
-            }
-            let missing = (0..per_partition).filter(|s| !first.contains(s)).count();
-            (p, Seen { duplicated, missing, reordered })
-        })
-        .collect()
-}
-
-/// Waits until `flow`'s committed positions reach `per_partition` in every partition of `topic`.
-async fn wait_replicated(flow: &Flow, topic: &str, partitions: i32, per_partition: usize, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let saved = strait::positions::load(&flow.target, &flow.name).await.unwrap_or_default();
-        let done = (0..partitions)
-            .all(|p| saved.get(&(topic.to_string(), p)).is_some_and(|s| s.next_offset >= per_partition as i64));
-        if done {
-            return;
-        }
-        assert!(Instant::now() < deadline, "not replicated within {timeout:?}: {saved:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
 
 /// An exactly-once flow from the shared cluster 1 to `target` (with `extra` flow settings) over a new source
 /// topic of `partitions` partitions, whose records arrive in the background (`chunks` rounds,
@@ -167,7 +84,7 @@ async fn exactly_once_survives_repeated_sigkill() {
     wait_replicated(&flow, &topic, PARTITIONS, per_partition, Duration::from_secs(600)).await;
     let logs = strait.logs();
     assert!(strait.stop().success(), "{logs}");
-    let report = exactly_once_report(&b, &remote, PARTITIONS, per_partition);
+    let report = sequence_report(&b, &remote, PARTITIONS, per_partition);
     let total = report.values().fold(Seen::default(), |t, s| Seen {
         duplicated: t.duplicated + s.duplicated,
         missing: t.missing + s.missing,
@@ -203,7 +120,7 @@ async fn two_exactly_once_instances_of_one_flow_never_duplicate() {
     let (fenced, survivor) = if first_running { (second, first) } else { (first, second) };
     assert!(fenced.logs().contains("fenced by another instance of this flow"), "{}", fenced.logs());
     assert!(survivor.stop().success());
-    let report = exactly_once_report(&b, &remote, PARTITIONS, PER_PARTITION);
+    let report = sequence_report(&b, &remote, PARTITIONS, PER_PARTITION);
     assert!(report.values().all(|r| *r == Seen::default()), "per partition: {report:?}");
 }
 
@@ -242,7 +159,7 @@ async fn exactly_once_through_target_broker_restarts() {
     wait_replicated(&flow, &topic, PARTITIONS, PER_PARTITION, Duration::from_secs(180)).await;
     let logs = strait.logs();
     assert!(strait.stop().success(), "{logs}");
-    let report = exactly_once_report(&b, &remote, PARTITIONS, PER_PARTITION);
+    let report = sequence_report(&b, &remote, PARTITIONS, PER_PARTITION);
     assert!(report.values().all(|r| *r == Seen::default()), "per partition: {report:?}\n{logs}");
     assert!(
         logs.contains("batch aborted; rewinding the source and retrying"),

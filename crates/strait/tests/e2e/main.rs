@@ -10,6 +10,7 @@ mod discovery;
 mod exactly_once;
 mod failover;
 mod failure;
+mod faults;
 mod fidelity;
 mod offset_syncs;
 mod residency;

@@ -470,3 +470,92 @@ pub fn translate_cli(config: &std::path::Path, flow: &str, group: &str) -> BTree
         })
         .collect()
 }
+
+/// Produces `per_partition` sequenced records to each of `partitions` partitions of `topic`,
+/// in `chunks` rounds with `pause` between them (so Strait replicates while records arrive).
+pub async fn produce_sequenced(
+    bootstrap: String,
+    topic: String,
+    partitions: i32,
+    per_partition: usize,
+    chunks: usize,
+    pause: Duration,
+) {
+    let per_chunk = per_partition.div_ceil(chunks);
+    for chunk in 0..chunks {
+        let seqs = chunk * per_chunk..((chunk + 1) * per_chunk).min(per_partition);
+        let recs: Vec<Rec> =
+            seqs.flat_map(|s| (0..partitions).map(move |p| Rec::simple(p, &format!("p{p}-{s}")))).collect();
+        produce(&bootstrap, &topic, &recs).await;
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// What a read_committed consumer of one partition saw against sequences `0..per_partition`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    /// Records seen more than once (each extra copy counts).
+    pub duplicated: usize,
+    /// Sequences never seen.
+    pub missing: usize,
+    /// First copies that do not follow the previous first copy's sequence.
+    pub reordered: usize,
+}
+
+/// Per partition of `remote` on `bootstrap` (read_committed), what was seen of the records of
+/// [`produce_sequenced`].
+pub fn sequence_report(bootstrap: &str, remote: &str, partitions: i32, per_partition: usize) -> BTreeMap<i32, Seen> {
+    let all = read_all_within(bootstrap, remote, false, Duration::from_secs(300));
+    (0..partitions)
+        .map(|p| {
+            let seqs: Vec<usize> = all
+                .get(&p)
+                .map(|recs| {
+                    recs.iter()
+                        .map(|(_, r)| {
+                            let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
+                            let (part, seq) = v[1..].split_once('-').unwrap();
+                            assert_eq!(part.parse::<i32>().unwrap(), p, "record {v} in partition {p}");
+                            seq.parse().unwrap()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut first = std::collections::BTreeSet::new();
+            let (mut duplicated, mut reordered, mut previous) = (0, 0, None);
+            for s in seqs {
+                if !first.insert(s) {
+                    duplicated += 1;
+                    continue;
+                }
+                if previous.is_some_and(|prev| s != prev + 1) || (previous.is_none() && s != 0) {
+                    reordered += 1;
+                }
+                previous = Some(s);
+            }
+            let missing = (0..per_partition).filter(|s| !first.contains(s)).count();
+            (p, Seen { duplicated, missing, reordered })
+        })
+        .collect()
+}
+
+/// Waits until `flow`'s committed positions reach `per_partition` in every partition of `topic`.
+pub async fn wait_replicated(
+    flow: &strait::config::Flow,
+    topic: &str,
+    partitions: i32,
+    per_partition: usize,
+    timeout: Duration,
+) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let saved = strait::positions::load(&flow.target, &flow.name).await.unwrap_or_default();
+        let done = (0..partitions)
+            .all(|p| saved.get(&(topic.to_string(), p)).is_some_and(|s| s.next_offset >= per_partition as i64));
+        if done {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not replicated within {timeout:?}: {saved:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
