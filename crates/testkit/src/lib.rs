@@ -139,8 +139,18 @@ fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters).
+/// A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters), not
+/// starting with `-` (the storage tool would read it as an option).
 fn cluster_id() -> io::Result<String> {
+    loop {
+        let id = random_cluster_id()?;
+        if !id.starts_with('-') {
+            return Ok(id);
+        }
+    }
+}
+
+fn random_cluster_id() -> io::Result<String> {
     let mut bytes = [0u8; 16];
     io::Read::read_exact(&mut fs::File::open("/dev/urandom")?, &mut bytes)?;
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
