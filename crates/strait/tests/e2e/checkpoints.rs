@@ -162,3 +162,43 @@ async fn offset_syncs_on_the_source_still_translate() {
     assert!(count(&a, &on_source).unwrap_or(0) > 0, "{on_source} written on the source");
     assert!(!topic_exists(&b, &format!("mm2-offset-syncs.{src}.internal")), "nothing on the target");
 }
+
+/// Checkpointing keeps a client per group (librdkafka reads a group's offsets only as that group);
+/// when groups vanish from the source their clients and state must go, or memory and threads grow
+/// with every group ever seen.
+#[tokio::test(flavor = "multi_thread")]
+async fn clients_of_vanished_groups_are_closed() {
+    const GROUPS: usize = 20;
+    let f = TopicFlow::new("cpgone", 1).await;
+    produce(&f.a, &f.topic, &(0..10).map(|i| Rec::simple(0, &format!("r{i}"))).collect::<Vec<_>>()).await;
+    let groups: Vec<String> = (0..GROUPS).map(|i| format!("{}-g{i}", f.p)).collect();
+    for g in &groups {
+        commit_group(&f.a, g, &[(&f.topic, 0, 5)]);
+    }
+    let strait = Strait::start(
+        &f.p,
+        &f.config(&format!(
+            "groups = [\"{}-g.*\"]\nrefresh_groups_interval_ms = 500\nemit_checkpoints_interval_ms = 500\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 500",
+            f.p
+        )),
+    );
+    wait_until("every group's offsets synced to the target", Duration::from_secs(60), || {
+        groups.iter().all(|g| committed(&f.b, g, &f.remote, 1).contains_key(&0))
+    })
+    .await;
+    let with_groups = strait.threads();
+    let source = admin(&f.a);
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let timeout = rdkafka::admin::AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
+    for r in source.delete_groups(&names, &timeout).await.unwrap() {
+        r.expect("group deleted");
+    }
+    // Two clients per group (source and target), each with at least 3 librdkafka threads (main,
+    // bootstrap broker, the broker itself).
+    wait_until("the vanished groups' clients closed", Duration::from_secs(30), || {
+        strait.threads() + 3 * 2 * GROUPS <= with_groups
+    })
+    .await;
+    eprintln!("threads: {with_groups} with {GROUPS} groups, {} after they vanished", strait.threads());
+    assert!(strait.stop().success());
+}

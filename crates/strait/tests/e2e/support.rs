@@ -280,6 +280,13 @@ impl Strait {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Threads of the running process (`Threads:` of `/proc/<pid>/status`).
+    pub fn threads(&self) -> usize {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
     /// SIGTERM, then wait up to 60 s for a clean exit.
     pub fn stop(mut self) -> ExitStatus {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };

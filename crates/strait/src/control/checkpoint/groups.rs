@@ -87,6 +87,17 @@ impl GroupClient {
         Ok(c)
     }
 
+    /// Closes the clients of groups `keep` rejects (groups that vanished from the listing), so
+    /// clients do not accumulate with group churn.
+    pub async fn forget_groups(&mut self, keep: impl Fn(&str) -> bool) {
+        let (kept, gone): (HashMap<_, _>, HashMap<_, _>) = self.members.drain().partition(|(g, _)| keep(g));
+        self.members = kept;
+        if !gone.is_empty() {
+            // Closing a librdkafka client joins its threads: off the async workers.
+            blocking(move || drop(gone)).await;
+        }
+    }
+
     /// The group's committed offsets among `partitions`; partitions without a commit (or with
     /// a negative offset, which counts as missing) are left out.
     pub async fn committed(&mut self, group: &str, partitions: &[(String, i32)]) -> Result<Committed, KafkaError> {

@@ -111,8 +111,22 @@ impl CheckpointTask {
         if names != self.groups {
             tracing::info!(flow = %self.flow.name, groups = ?names, "checkpointing consumer groups");
             self.groups = names;
+            self.forget_vanished_groups().await;
         }
         Ok(())
+    }
+
+    /// Drops what is kept per group (clients, last checkpoints, translations) for groups no
+    /// longer listed, so memory follows the groups that exist, not every group ever seen. A group
+    /// that comes back starts afresh, as after a restart.
+    async fn forget_vanished_groups(&mut self) {
+        let current: HashSet<String> = self.groups.iter().cloned().collect();
+        let keep = |g: &str| current.contains(g);
+        self.source_groups.forget_groups(keep).await;
+        self.target_groups.forget_groups(keep).await;
+        self.emitted.retain(|(g, _, _), _| keep(g));
+        self.latest.retain(|g, _| keep(g));
+        self.skipped.retain(|g| keep(g));
     }
 
     async fn emit_checkpoints(&mut self) -> Result<(), KafkaError> {
