@@ -8,10 +8,12 @@
 //! `latest.png`, and prints a last line `RATIO strait/mm2 ...`. Each catch-up is run `--repeat N`
 //! times (default 3; 1 with `--quick`), contenders interleaved, and the median run is reported.
 //! `--only strait,raw-pipe` runs a subset of contenders (the report then lacks missing ratios).
+//! `--soak MINUTES` runs only the memory soak ([`soak`]).
 
 mod contenders;
 mod load;
 mod report;
+mod soak;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -187,6 +189,9 @@ fn main() {
         .and_then(|w| w[1].parse().ok())
         .unwrap_or(if quick { 1 } else { 3 })
         .max(1);
+    let soak_minutes: Option<u64> = args.windows(2).find(|w| w[0] == "--soak").map(|w| {
+        w[1].parse().ok().filter(|m| *m >= 2).unwrap_or_else(|| panic!("--soak takes whole minutes, at least 2"))
+    });
     let contenders: Vec<Contender> =
         Contender::ALL.into_iter().filter(|c| only.is_empty() || only.iter().any(|o| o == c.name())).collect();
     let root = strait_testkit::repo_root();
@@ -207,6 +212,12 @@ fn main() {
         target: clusters[1].bootstrap.clone(),
         runs: 0,
     };
+    let out = root.join("bench/results");
+    std::fs::create_dir_all(&out).expect("results dir");
+    if let Some(minutes) = soak_minutes {
+        println!("{}", soak::run(&bench.env, &bench.source, &bench.target, minutes, &out));
+        return;
+    }
     let records = if quick { 200_000 } else { 2_000_000 };
     let mut results = Results { quick, records, ..Results::default() };
 
@@ -247,8 +258,6 @@ fn main() {
     results.scale.push(report::median(vec![scale]));
 
     drop(clusters);
-    let out = root.join("bench/results");
-    std::fs::create_dir_all(&out).expect("results dir");
     let ratio = report::write(&results, &out);
     println!("{ratio}");
 }
