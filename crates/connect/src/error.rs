@@ -23,6 +23,10 @@ pub enum ConnectError {
     /// The external system (e.g. a Kafka cluster) refused or failed a request, for good.
     #[error("backend error: {context}: {cause}")]
     Backend { context: String, cause: Cause },
+    /// The external system refused us for good: authentication failed, or a permission (an ACL)
+    /// is missing. Retrying cannot help until an operator acts; runners stop instead of retrying.
+    #[error("denied: {context}: {cause}")]
+    Denied { context: String, cause: Cause },
     /// A transient failure (broker unreachable, leader moved, request timed out): the runtime
     /// aborts a transactional sink's batch, rewinds the source and tries again after a backoff.
     /// Kafka Connect's `RetriableException`.
@@ -50,6 +54,10 @@ impl ConnectError {
     /// A [`ConnectError::Backend`] with `context` and `cause`.
     pub fn backend(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
         Self::Backend { context: context.into(), cause: cause.into() }
+    }
+    /// A [`ConnectError::Denied`] with `context` and `cause`.
+    pub fn denied(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Denied { context: context.into(), cause: cause.into() }
     }
     /// A [`ConnectError::Retriable`] with `context` and `cause`.
     pub fn retriable(context: impl Into<String>, cause: impl Into<Cause>) -> Self {

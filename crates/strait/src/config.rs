@@ -33,8 +33,8 @@ pub struct Config {
     pub residency: ResidencyConfig,
 }
 
-/// One Kafka cluster.
-#[derive(Debug, Clone, Deserialize)]
+/// One Kafka cluster. Its `Debug` output hides secret client settings ([`is_secret`]).
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
     /// Name used in flows, topic prefixes and MM2 internal topic names. Must not contain a flow's
@@ -50,6 +50,29 @@ pub struct ClusterConfig {
     /// strings. Default: none.
     #[serde(default)]
     pub client: BTreeMap<String, String>,
+}
+
+/// Whether the librdkafka property `key` holds a secret (passwords, private keys, OAuth client
+/// secrets, JAAS-style configs): never printed, whatever the log level.
+pub fn is_secret(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["password", "secret", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config", "jaas"].iter().any(|s| key.contains(s))
+}
+
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let client: BTreeMap<&str, &str> = self
+            .client
+            .iter()
+            .map(|(k, v)| (k.as_str(), if is_secret(k) { "[redacted]" } else { v.as_str() }))
+            .collect();
+        f.debug_struct("ClusterConfig")
+            .field("alias", &self.alias)
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("zones", &self.zones)
+            .field("client", &client)
+            .finish()
+    }
 }
 
 impl ClusterConfig {
@@ -464,7 +487,12 @@ impl Config {
                 ));
             }
             if let Err(e) = c.client_config(&[]).create_native_config() {
-                return Err(err(format!("{field}.client"), format!("librdkafka rejects these settings: {e}")));
+                // librdkafka's message quotes the value it rejects: never a secret's.
+                let mut message = e.to_string();
+                for (_, v) in c.client.iter().filter(|(k, v)| is_secret(k) && !v.is_empty()) {
+                    message = message.replace(v.as_str(), "[redacted]");
+                }
+                return Err(err(format!("{field}.client"), format!("librdkafka rejects these settings: {message}")));
             }
             if aliases.insert(c.alias.clone(), c).is_some() {
                 return Err(err(format!("{field}.alias"), format!("duplicate cluster alias {:?}", c.alias)));
@@ -594,6 +622,27 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_never_show_in_debug_output() {
+        let toml = |client: &str| {
+            format!(
+                "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"h:1\"\n[[clusters]]\nalias = \"b\"\n\
+                 bootstrap_servers = \"h:2\"\n[clusters.client]\n{client}\"sasl.username\" = \"strait\"\n\
+                 [[flows]]\nsource = \"a\"\ntarget = \"b\"\n"
+            )
+        };
+        let flows =
+            Config::parse(&toml("\"sasl.password\" = \"hunter2-pw\"\n\"ssl.key.password\" = \"k3y-pw\"\n")).unwrap();
+        let shown = format!("{flows:?} {:#?}", flows[0].target);
+        for secret in ["hunter2-pw", "k3y-pw"] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+        assert!(shown.contains("strait") && shown.contains("[redacted]"), "{shown}");
+        // This build has no OAuth support, so librdkafka rejects the setting, quoting its value.
+        let rejected = Config::parse(&toml("\"sasl.oauthbearer.client.secret\" = \"0auth-s3cret\"\n")).unwrap_err();
+        assert!(rejected.field == "clusters[1].client" && !rejected.to_string().contains("0auth-s3cret"), "{rejected}");
+    }
 
     const TWO_CLUSTERS: &str = "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"h:1\"\n[[clusters]]\nalias = \"b\"\nbootstrap_servers = \"h:2\"\n[[flows]]\nsource = \"a\"\ntarget = \"b\"\n";
 

@@ -26,13 +26,14 @@ const BACKOFF_MAX: Duration = Duration::from_secs(15);
 /// Runs `flow` until `cancel` (then drains and returns `Ok`) or it fails.
 ///
 /// Start-up failures (cluster unreachable, topic not creatable) are retried with doubling
-/// backoff (0.5 s up to 15 s), each logged, except transactions the target refuses, which stop
-/// the flow at once; once running, an error that cannot be retried stops the flow and is
+/// backoff (0.5 s up to 15 s), each logged, except transactions the target refuses, a failed
+/// authentication and a missing permission, which stop the flow at once; once running, an error that cannot be retried stops the flow and is
 /// returned with the topic/partition/offset at fault.
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
-    // Refused transactions (a transaction timeout the broker does not allow) stop the flow;
-    // everything else at start (an unreachable cluster...) is retried.
-    let refused = |e: &ConnectError| matches!(e, ConnectError::Transaction { .. });
+    // Refused transactions (a transaction timeout the broker does not allow), failed
+    // authentication and missing permissions stop the flow; everything else at start (an
+    // unreachable cluster...) is retried.
+    let refused = |e: &ConnectError| matches!(e, ConnectError::Transaction { .. } | ConnectError::Denied { .. });
     let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, refused, || start(flow.clone())).await? else {
         return Ok(());
     };

@@ -1,14 +1,15 @@
 //! Shared Kafka client plumbing: blocking calls off the async workers, small control-record
 //! produces, cluster ids, and reading state topics to their end (`read_committed`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::client::{Client, ClientContext};
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
+use strait_connect::{ConnectError, ConnectResult};
 
 use crate::config::ClusterConfig;
 
@@ -76,13 +77,76 @@ pub fn topic_partition_counts<C: ClientContext>(
         .collect())
 }
 
-/// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: the cluster does not answer.
-pub async fn cluster_id(cluster: &ClusterConfig) -> Result<String, String> {
-    let client: BaseConsumer =
-        cluster.client_config(&[]).create().map_err(|e| format!("client for {}: {e}", cluster.alias))?;
-    blocking(move || client.client().fetch_cluster_id(METADATA_TIMEOUT)).await.ok_or_else(|| {
-        format!("no cluster id from {} ({}) within {METADATA_TIMEOUT:?}", cluster.alias, cluster.bootstrap_servers)
+/// Error codes that mean the cluster refuses Strait's credentials or lacks an ACL for it.
+const DENIED: &[RDKafkaErrorCode] = &[
+    RDKafkaErrorCode::Authentication,
+    RDKafkaErrorCode::SaslAuthenticationFailed,
+    RDKafkaErrorCode::TopicAuthorizationFailed,
+    RDKafkaErrorCode::GroupAuthorizationFailed,
+    RDKafkaErrorCode::ClusterAuthorizationFailed,
+    RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
+    RDKafkaErrorCode::DelegationTokenAuthorizationFailed,
+];
+
+/// Whether `code` means the cluster refuses Strait (credentials or a missing ACL).
+pub fn is_denied(code: RDKafkaErrorCode) -> bool {
+    DENIED.contains(&code)
+}
+
+/// `e` as a [`ConnectError`] for `context` (what was tried, on which cluster): [`ConnectError::Denied`]
+/// for authentication and authorization failures, which retrying cannot fix, else
+/// [`ConnectError::Backend`].
+pub fn connect_error(context: impl Into<String>, e: KafkaError) -> ConnectError {
+    match e.rdkafka_error_code() {
+        Some(code) if is_denied(code) => {
+            ConnectError::denied(format!("{} (the cluster's ACLs do not allow it)", context.into()), e)
+        }
+        _ => ConnectError::backend(context, e),
+    }
+}
+
+/// A client context that remembers the last authentication failure librdkafka reported (it
+/// reports them through the error callback and keeps retrying on its own).
+#[derive(Default)]
+struct AuthWatch {
+    failure: Mutex<Option<String>>,
+}
+
+impl ClientContext for AuthWatch {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code().is_some_and(is_denied) {
+            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.to_string());
+        }
+        tracing::error!(error = %error, "librdkafka: {reason}");
+    }
+}
+
+impl ConsumerContext for AuthWatch {}
+
+/// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: [`ConnectError::Denied`] naming
+/// the cluster when it refuses Strait's credentials (a wrong password fails at once instead of
+/// being retried), else [`ConnectError::Backend`] when the cluster does not answer.
+pub async fn cluster_id(cluster: &ClusterConfig) -> ConnectResult<String> {
+    let (alias, servers) = (cluster.alias.clone(), cluster.bootstrap_servers.clone());
+    let client: BaseConsumer<AuthWatch> = cluster
+        .client_config(&[])
+        .create_with_context(AuthWatch::default())
+        .map_err(|e| ConnectError::backend(format!("client for cluster {alias}"), e))?;
+    blocking(move || {
+        let id = client.client().fetch_cluster_id(METADATA_TIMEOUT);
+        let failure = client.context().failure.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match (id, failure) {
+            (Some(id), _) => Ok(id),
+            (None, Some(reason)) => {
+                Err(ConnectError::denied(format!("cluster {alias} ({servers}) refused Strait's credentials"), reason))
+            }
+            (None, None) => Err(ConnectError::backend(
+                format!("connect to cluster {alias}"),
+                format!("no cluster id from {servers} within {METADATA_TIMEOUT:?}"),
+            )),
+        }
     })
+    .await
 }
 
 /// Waits until `producer`'s metadata shows `topic` with at least `partitions` partitions, so a

@@ -18,7 +18,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 
 use crate::config::{Flow, Skip, StartFrom};
-use crate::kafka::{blocking, topic_partition_counts, METADATA_TIMEOUT};
+use crate::kafka::{blocking, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
 use crate::record::ReplicatedRecord;
 
@@ -323,7 +323,7 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         let consumer = self.consumer.clone();
         let mut names = std::mem::take(&mut self.names);
         let flow = self.flow.name.clone();
-        let (out, names) = blocking(move || {
+        let (out, names, denied) = blocking(move || {
             let mut out = starts;
             let mut bytes = 0;
             let mut wait = timeout;
@@ -335,16 +335,22 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
                         bytes += r.size_bytes;
                         out.push(r);
                     }
+                    // A missing ACL or refused credentials: no retry helps.
+                    Some(Err(e)) if e.rdkafka_error_code().is_some_and(is_denied) => return (out, names, Some(e)),
                     // librdkafka reports transient broker errors here and keeps retrying itself.
                     Some(Err(e)) => tracing::warn!(flow = %flow, error = %e, "source consumer error"),
                 }
                 wait = Duration::ZERO;
             }
-            (out, names)
+            (out, names, None)
         })
         .await;
         self.names = names;
-        Ok(out)
+        match denied {
+            // Records read before the refusal are dropped: they are read again at the next start.
+            Some(e) => Err(connect_error(format!("read source cluster {}", self.flow.source.alias), e)),
+            None => Ok(out),
+        }
     }
 
     async fn acknowledge(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {

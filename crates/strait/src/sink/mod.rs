@@ -21,7 +21,7 @@ use strait_mm2::OffsetSync;
 
 use crate::admin::{Admin, LARGEST_BATCH_BYTES};
 use crate::config::{Delivery, Flow, SyncsLocation};
-use crate::kafka::{acked, cluster_id, control_producer, enqueue};
+use crate::kafka::{acked, cluster_id, connect_error, control_producer, enqueue};
 use crate::positions::{self, Positions, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
 use loop_guard::{LoopGuard, PROVENANCE_HEADER};
@@ -126,17 +126,16 @@ impl TargetSink {
     /// the positions read next (`read_committed`) are the last committed ones.
     /// Errors: a backend error if a cluster cannot be reached or a topic created or read.
     pub async fn start(flow: Arc<Flow>) -> ConnectResult<(Self, Positions)> {
-        let target_id =
-            cluster_id(&flow.target).await.map_err(|e| ConnectError::backend("connect to the target", e))?;
-        let source_id =
-            cluster_id(&flow.source).await.map_err(|e| ConnectError::backend("connect to the source", e))?;
+        let target_id = cluster_id(&flow.target).await?;
+        let source_id = cluster_id(&flow.source).await?;
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
         let rf = flow.replication_factor;
-        let created = async {
-            Admin::new(&flow.target)?.create_state_topic(POSITIONS_TOPIC, rf).await?;
-            Admin::new(syncs_cluster)?.create_state_topic(&syncs_topic, rf).await
-        };
-        created.await.map_err(|e| ConnectError::backend(format!("create {POSITIONS_TOPIC} and {syncs_topic}"), e))?;
+        for (cluster, topic) in [(&flow.target, POSITIONS_TOPIC), (syncs_cluster, syncs_topic.as_str())] {
+            let what =
+                format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", cluster.alias);
+            let admin = Admin::new(cluster).map_err(|e| connect_error(&what, e))?;
+            admin.create_state_topic(topic, rf).await.map_err(|e| connect_error(&what, e))?;
+        }
         let transaction_timeout = match flow.delivery {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
