@@ -1,11 +1,11 @@
 //! Shared Kafka client plumbing: blocking calls off the async workers, small control-record
 //! produces, cluster ids, and reading state topics to their end (`read_committed`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::client::{Client, ClientContext};
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
@@ -97,7 +97,12 @@ pub fn is_denied(code: RDKafkaErrorCode) -> bool {
 /// for authentication and authorization failures, which retrying cannot fix, else
 /// [`ConnectError::Backend`].
 pub fn connect_error(context: impl Into<String>, e: KafkaError) -> ConnectError {
-    match e.rdkafka_error_code() {
+    // rdkafka gives no code for admin errors, though they carry one.
+    let code = match &e {
+        KafkaError::AdminOp(code) => Some(*code),
+        other => other.rdkafka_error_code(),
+    };
+    match code {
         Some(code) if is_denied(code) => {
             ConnectError::denied(format!("{} (the cluster's ACLs do not allow it)", context.into()), e)
         }
@@ -105,45 +110,39 @@ pub fn connect_error(context: impl Into<String>, e: KafkaError) -> ConnectError 
     }
 }
 
-/// A client context that remembers the last authentication failure librdkafka reported (it
-/// reports them through the error callback and keeps retrying on its own).
-#[derive(Default)]
-struct AuthWatch {
-    failure: Mutex<Option<String>>,
-}
-
-impl ClientContext for AuthWatch {
-    fn error(&self, error: KafkaError, reason: &str) {
-        if error.rdkafka_error_code().is_some_and(is_denied) {
-            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.to_string());
-        }
-        tracing::error!(error = %error, "librdkafka: {reason}");
-    }
-}
-
-impl ConsumerContext for AuthWatch {}
-
 /// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: [`ConnectError::Denied`] naming
 /// the cluster when it refuses Strait's credentials (a wrong password fails at once instead of
 /// being retried), else [`ConnectError::Backend`] when the cluster does not answer.
 pub async fn cluster_id(cluster: &ClusterConfig) -> ConnectResult<String> {
     let (alias, servers) = (cluster.alias.clone(), cluster.bootstrap_servers.clone());
-    let client: BaseConsumer<AuthWatch> = cluster
+    let client: BaseConsumer = cluster
         .client_config(&[])
-        .create_with_context(AuthWatch::default())
+        .create()
         .map_err(|e| ConnectError::backend(format!("client for cluster {alias}"), e))?;
     blocking(move || {
-        let id = client.client().fetch_cluster_id(METADATA_TIMEOUT);
-        let failure = client.context().failure.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match (id, failure) {
-            (Some(id), _) => Ok(id),
-            (None, Some(reason)) => {
-                Err(ConnectError::denied(format!("cluster {alias} ({servers}) refused Strait's credentials"), reason))
+        let deadline = Instant::now() + METADATA_TIMEOUT;
+        loop {
+            if let Some(id) = client.client().fetch_cluster_id(Duration::from_secs(1)) {
+                return Ok(id);
             }
-            (None, None) => Err(ConnectError::backend(
-                format!("connect to cluster {alias}"),
-                format!("no cluster id from {servers} within {METADATA_TIMEOUT:?}"),
-            )),
+            // librdkafka reports a refused login as an error event, then keeps retrying.
+            while let Some(event) = client.poll(Duration::ZERO) {
+                match event {
+                    Err(e) if e.rdkafka_error_code().is_some_and(is_denied) => {
+                        let context = format!(
+                            "cluster {alias} ({servers}) refused Strait's credentials (check the sasl.* and ssl.* settings of its client table)"
+                        );
+                        return Err(ConnectError::denied(context, e));
+                    }
+                    _ => {}
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(ConnectError::backend(
+                    format!("connect to cluster {alias}"),
+                    format!("no cluster id from {servers} within {METADATA_TIMEOUT:?}"),
+                ));
+            }
         }
     })
     .await

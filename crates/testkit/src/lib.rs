@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 pub mod jvm;
 pub mod proxy;
 pub mod sample;
+pub mod secure;
 
 pub use proxy::TcpProxy;
 
@@ -66,8 +67,11 @@ pub fn kafka_libs() -> io::Result<PathBuf> {
 pub struct KafkaCluster {
     /// `host:port` clients connect to (the advertised PLAINTEXT listener).
     pub bootstrap: String,
-    /// `host:port` the PLAINTEXT listener binds (the same as `bootstrap` unless behind a proxy).
+    /// `host:port` the client listener binds (the same as `bootstrap` unless behind a proxy).
     pub listener: String,
+    /// `host:port` of the broker's own PLAINTEXT listener: no proxy, no authentication, every
+    /// right (`ANONYMOUS` is a super user where an authorizer runs), for test setup.
+    pub internal: String,
     /// Folder with `server.properties`, `data/` and `server.log`.
     pub dir: PathBuf,
     libs: PathBuf,
@@ -114,7 +118,7 @@ pub fn start_clusters(count: usize, base: &Path) -> io::Result<Vec<KafkaCluster>
     let mut clusters = Vec::with_capacity(count);
     for i in 0..count {
         let dir = base.join(format!("cluster-{i}"));
-        clusters.push(launch(&libs, &dir, None)?);
+        clusters.push(launch(&libs, &dir, Launch::default())?);
     }
     for c in &mut clusters {
         wait_ready(c)?;
@@ -129,7 +133,8 @@ pub fn start_cluster_behind_proxy(base: &Path) -> io::Result<(KafkaCluster, TcpP
     let libs = kafka_libs()?;
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let proxy_port = listener.local_addr()?.port();
-    let mut cluster = launch(&libs, &base.join("cluster-proxied"), Some(proxy_port))?;
+    let how = Launch { advertised: Some(proxy_port), ..Launch::default() };
+    let mut cluster = launch(&libs, &base.join("cluster-proxied"), how)?;
     let proxy = TcpProxy::start(listener, &cluster.listener)?;
     wait_ready(&mut cluster)?;
     Ok((cluster, proxy))
@@ -169,7 +174,7 @@ fn random_cluster_id() -> io::Result<String> {
     Ok(out)
 }
 
-fn java_command(libs: &Path, dir: &Path) -> Command {
+pub(crate) fn java_command(libs: &Path, dir: &Path) -> Command {
     let java =
         std::env::var("JAVA_HOME").map(|h| PathBuf::from(h).join("bin/java")).unwrap_or_else(|_| PathBuf::from("java"));
     let mut cmd = Command::new(java);
@@ -183,14 +188,23 @@ fn java_command(libs: &Path, dir: &Path) -> Command {
     cmd
 }
 
-/// Formats and starts a cluster in `dir`. Clients are told to connect to `advertised` (a proxy's
-/// port) when given, else to the listener itself; the broker talks to itself on its own
-/// `INTERNAL` listener either way.
-fn launch(libs: &Path, dir: &Path, advertised: Option<u16>) -> io::Result<KafkaCluster> {
+/// How [`launch`] sets a cluster up beyond the defaults.
+#[derive(Default)]
+pub(crate) struct Launch {
+    /// Clients are told to connect to this port (a proxy's) instead of the listener's.
+    pub(crate) advertised: Option<u16>,
+    /// A SASL_SSL client listener instead of PLAINTEXT.
+    pub(crate) secure: Option<secure::Listener>,
+}
+
+/// Formats and starts a cluster in `dir`. The broker talks to itself, and tests set up their data,
+/// on a PLAINTEXT `INTERNAL` listener whatever the client listener is.
+pub(crate) fn launch(libs: &Path, dir: &Path, how: Launch) -> io::Result<KafkaCluster> {
     let _ = fs::remove_dir_all(dir);
     fs::create_dir_all(dir)?;
     let (port, internal, ctrl) = (free_port()?, free_port()?, free_port()?);
-    let advertised = advertised.unwrap_or(port);
+    let advertised = how.advertised.unwrap_or(port);
+    let name = if how.secure.is_some() { "SASL_SSL" } else { "PLAINTEXT" };
     let props = dir.join("server.properties");
     fs::write(
         &props,
@@ -198,9 +212,9 @@ fn launch(libs: &Path, dir: &Path, advertised: Option<u16>) -> io::Result<KafkaC
             "process.roles=broker,controller\n\
              node.id=1\n\
              controller.quorum.voters=1@127.0.0.1:{ctrl}\n\
-             listeners=PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal},CONTROLLER://127.0.0.1:{ctrl}\n\
-             advertised.listeners=PLAINTEXT://127.0.0.1:{advertised},INTERNAL://127.0.0.1:{internal}\n\
-             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+             listeners={name}://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal},CONTROLLER://127.0.0.1:{ctrl}\n\
+             advertised.listeners={name}://127.0.0.1:{advertised},INTERNAL://127.0.0.1:{internal}\n\
+             listener.security.protocol.map={name}:{name},INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
              controller.listener.names=CONTROLLER\n\
              inter.broker.listener.name=INTERNAL\n\
              log.dirs={data}\n\
@@ -214,15 +228,18 @@ fn launch(libs: &Path, dir: &Path, advertised: Option<u16>) -> io::Result<KafkaC
              share.coordinator.state.topic.replication.factor=1\n\
              share.coordinator.state.topic.min.isr=1\n\
              group.initial.rebalance.delay.ms=0\n\
-             log.cleaner.backoff.ms=1000\n",
-            data = dir.join("data").display()
+             log.cleaner.backoff.ms=1000\n\
+             {secure}",
+            data = dir.join("data").display(),
+            secure = how.secure.as_ref().map(secure::Listener::properties).unwrap_or_default(),
         ),
     )?;
-    let format = java_command(libs, dir)
-        .arg("kafka.tools.StorageTool")
-        .args(["format", "-t", &cluster_id()?, "-c"])
-        .arg(&props)
-        .output()?;
+    let mut format = java_command(libs, dir);
+    format.arg("kafka.tools.StorageTool").args(["format", "-t", &cluster_id()?, "-c"]).arg(&props);
+    for scram in how.secure.iter().flat_map(secure::Listener::scram_users) {
+        format.args(["--add-scram", &scram]);
+    }
+    let format = format.output()?;
     if !format.status.success() {
         return Err(io::Error::other(format!(
             "kafka storage format failed in {}: {}",
@@ -234,6 +251,7 @@ fn launch(libs: &Path, dir: &Path, advertised: Option<u16>) -> io::Result<KafkaC
     Ok(KafkaCluster {
         bootstrap: format!("127.0.0.1:{advertised}"),
         listener: format!("127.0.0.1:{port}"),
+        internal: format!("127.0.0.1:{internal}"),
         dir: dir.to_path_buf(),
         libs: libs.to_path_buf(),
         child,
@@ -259,9 +277,9 @@ fn spawn_broker(libs: &Path, dir: &Path) -> io::Result<Child> {
     cmd.spawn()
 }
 
-fn wait_ready(cluster: &mut KafkaCluster) -> io::Result<()> {
+pub(crate) fn wait_ready(cluster: &mut KafkaCluster) -> io::Result<()> {
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &cluster.bootstrap)
+        .set("bootstrap.servers", &cluster.internal)
         .set("log_level", "0")
         .create()
         .map_err(io::Error::other)?;

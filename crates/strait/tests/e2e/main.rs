@@ -14,5 +14,6 @@ mod faults;
 mod fidelity;
 mod offset_syncs;
 mod residency;
+mod security;
 mod selection;
 mod sink;

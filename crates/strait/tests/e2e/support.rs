@@ -257,6 +257,13 @@ pub fn write_config(name: &str, toml: &str) -> PathBuf {
 
 impl Strait {
     pub fn start(name: &str, toml: &str) -> Self {
+        let log_filter =
+            std::env::var("STRAIT_TEST_RUST_LOG").unwrap_or_else(|_| "info,librdkafka=warn,rdkafka=warn".into());
+        Self::start_logging(name, toml, &log_filter)
+    }
+
+    /// [`Strait::start`] with `RUST_LOG=log_filter`.
+    pub fn start_logging(name: &str, toml: &str, log_filter: &str) -> Self {
         let config = write_config(name, toml);
         let log = config.with_extension("log");
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
@@ -264,10 +271,7 @@ impl Strait {
             .arg("run")
             .arg("--config")
             .arg(&config)
-            .env(
-                "RUST_LOG",
-                std::env::var("STRAIT_TEST_RUST_LOG").unwrap_or_else(|_| "info,librdkafka=warn,rdkafka=warn".into()),
-            )
+            .env("RUST_LOG", log_filter)
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .stdin(Stdio::null())

@@ -1,0 +1,100 @@
+//! Security through real brokers: two clusters with SASL_SSL listeners (certificates made at test
+//! time, SCRAM-SHA-512 users), the source under an authorizer that grants Strait's user only
+//! Read/Describe on topics and groups and DescribeConfigs on topics.
+
+use std::time::Duration;
+
+use strait_testkit::secure::{start_secure_cluster, SecureCluster};
+
+use crate::support::*;
+
+const SOURCE_PASSWORD: &str = "src-pw-4b1d";
+const TARGET_PASSWORD: &str = "dst-pw-9c2e";
+
+/// A `[[clusters]]` entry for `cluster` as user `strait` with `password`.
+fn cluster_toml(alias: &str, cluster: &SecureCluster, password: &str) -> String {
+    let mut toml = format!(
+        "[[clusters]]\nalias = \"{alias}\"\nbootstrap_servers = \"{}\"\n[clusters.client]\n",
+        cluster.cluster.bootstrap
+    );
+    for (k, v) in cluster.client_settings("strait", password) {
+        toml.push_str(&format!("\"{k}\" = \"{v}\"\n"));
+    }
+    toml
+}
+
+/// Runs a config that must stop the flow by itself; returns its log.
+async fn refused(name: &str, config: &str) -> String {
+    let mut strait = Strait::start(name, config);
+    wait_until("strait stops by itself", Duration::from_secs(30), || !strait.is_running()).await;
+    let logs = strait.logs();
+    assert!(!strait.stop().success(), "exits non-zero: {logs}");
+    logs
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_ssl_with_least_privilege_on_the_source() {
+    let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(unique("secure"));
+    // Started from this thread: a broker dies with the thread that started it.
+    let source = start_secure_cluster(&dir.join("a"), &[("strait", SOURCE_PASSWORD)], true).expect("source cluster");
+    let target = start_secure_cluster(&dir.join("b"), &[("strait", TARGET_PASSWORD)], false).expect("target cluster");
+    let strait_user = ["--allow-principal", "User:strait"];
+    let read_topics =
+        ["--operation", "Read", "--operation", "Describe", "--operation", "DescribeConfigs", "--topic", "*"];
+    source.allow(&[&strait_user[..], &read_topics].concat()).unwrap();
+    source
+        .allow(&[&strait_user[..], &["--operation", "Read", "--operation", "Describe", "--group", "*"]].concat())
+        .unwrap();
+
+    // Test data goes in through the brokers' internal listeners.
+    let (a, b) = (source.cluster.internal.clone(), target.cluster.internal.clone());
+    let p = unique("sec");
+    let (src, dst, topic) = (format!("{p}s"), format!("{p}d"), format!("{p}-t"));
+    create_topic(&a, &topic, 2, &[]).await;
+    produce(&a, &topic, &(0..100).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect::<Vec<_>>()).await;
+    commit_group(&a, &format!("{p}-app"), &[(&topic, 0, 50), (&topic, 1, 50)]);
+    let clusters = |source_password: &str| {
+        format!("{}{}", cluster_toml(&src, &source, source_password), cluster_toml(&dst, &target, TARGET_PASSWORD))
+    };
+    let flow = |extra: &str| {
+        format!(
+            "[[flows]]\nsource = \"{src}\"\ntarget = \"{dst}\"\ntopics = [\"{topic}\"]\ngroups = [\"{p}-.*\"]\n\
+             emit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\n{extra}"
+        )
+    };
+    let before: Vec<String> = list_topics(&a);
+
+    // Replication and checkpoints with read-only rights on the source, every log line on.
+    let strait = Strait::start_logging(&p, &format!("{}{}", clusters(SOURCE_PASSWORD), flow("")), "trace");
+    let remote = format!("{src}.{topic}");
+    wait_until("replicated over SASL_SSL", Duration::from_secs(60), || count(&b, &remote) == Some(100)).await;
+    wait_until("checkpoints written", Duration::from_secs(60), || {
+        let cps = checkpoints(&b, &src);
+        (0..2).all(|partition| last_checkpoint(&cps, &format!("{p}-app"), &remote, partition).is_some())
+    })
+    .await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    assert!(logs.contains("TRACE"), "trace logging was on");
+    for secret in [SOURCE_PASSWORD, TARGET_PASSWORD] {
+        assert!(!logs.contains(secret), "a password is in the log");
+    }
+    assert_eq!(list_topics(&a), before, "nothing created on the source");
+
+    // A wrong password stops the flow at once, naming the cluster.
+    let logs = refused(&format!("{p}-pw"), &format!("{}{}", clusters("wrong-password"), flow(""))).await;
+    assert!(logs.contains(&format!("cluster {src} (")) && logs.contains("refused Strait's credentials"), "{logs}");
+    assert!(!logs.contains("could not start; retrying"), "not retried: {logs}");
+
+    // Offset syncs on the source need rights Strait does not have there: stopped at start, naming them.
+    let logs = refused(
+        &format!("{p}-syncs"),
+        &format!("{}{}", clusters(SOURCE_PASSWORD), flow("offset_syncs_topic_location = \"source\"")),
+    )
+    .await;
+    assert!(
+        logs.contains(&format!("create topic mm2-offset-syncs.{dst}.internal on cluster {src}"))
+            && logs.contains("ACLs do not allow it"),
+        "{logs}"
+    );
+}
