@@ -27,6 +27,10 @@ pub enum ConnectError {
     /// is missing. Retrying cannot help until an operator acts; runners stop instead of retrying.
     #[error("denied: {context}: {cause}")]
     Denied { context: String, cause: Cause },
+    /// Records the connector must copy are gone from the source (deleted by retention before
+    /// they were copied), and it is set to stop rather than continue past the gap.
+    #[error("data loss: {context}: {cause}")]
+    DataLoss { context: String, cause: Cause },
     /// A transient failure (broker unreachable, leader moved, request timed out): the runtime
     /// aborts a transactional sink's batch, rewinds the source and tries again after a backoff.
     /// Kafka Connect's `RetriableException`.
@@ -58,6 +62,10 @@ impl ConnectError {
     /// A [`ConnectError::Denied`] with `context` and `cause`.
     pub fn denied(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
         Self::Denied { context: context.into(), cause: cause.into() }
+    }
+    /// A [`ConnectError::DataLoss`] with `context` and `cause`.
+    pub fn data_loss(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::DataLoss { context: context.into(), cause: cause.into() }
     }
     /// A [`ConnectError::Retriable`] with `context` and `cause`.
     pub fn retriable(context: impl Into<String>, cause: impl Into<Cause>) -> Self {

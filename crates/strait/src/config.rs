@@ -130,6 +130,17 @@ pub enum StartFrom {
     Latest,
 }
 
+/// What a flow does when a saved position lies below the source partition's log start (records
+/// deleted by retention or delete-records before they were copied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnSourceGap {
+    /// Log an error with the number of records lost and continue at the log start.
+    Continue,
+    /// Log the same error and stop the flow at start; nothing past the gap is copied.
+    Fail,
+}
+
 /// MM2's naming choice for replicated topics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -194,6 +205,10 @@ pub struct FlowConfig {
     /// added later to a topic already replicated always start at earliest.
     #[serde(default = "default_start_from")]
     pub start_from: StartFrom,
+    /// `continue` (default) or `fail`: what to do when records the flow had not copied yet were
+    /// deleted on the source (a saved position below the log start). Both log the loss.
+    #[serde(default = "default_on_source_gap")]
+    pub on_source_gap: OnSourceGap,
     /// Apply source topic config changes to the target topics after creation (MM2
     /// `sync.topic.configs.enabled`, with KIP-894's incremental semantics). Default true.
     #[serde(default = "yes")]
@@ -291,6 +306,9 @@ fn default_transaction_timeout_ms() -> u64 {
 fn default_offset_lag_max() -> u64 {
     100
 }
+fn default_on_source_gap() -> OnSourceGap {
+    OnSourceGap::Continue
+}
 fn default_start_from() -> StartFrom {
     StartFrom::Earliest
 }
@@ -380,6 +398,8 @@ pub struct Flow {
     pub refresh_topics_interval: Duration,
     /// Where a topic with no saved position starts.
     pub start_from: StartFrom,
+    /// Continue past a source gap, or stop.
+    pub on_source_gap: OnSourceGap,
     /// Topic config sync interval; `None` when off.
     pub sync_topic_configs_interval: Option<Duration>,
     /// Topic config names never synced (besides MM2's list).
@@ -594,6 +614,7 @@ impl Config {
                 offset_lag_max: f.offset_lag_max,
                 refresh_topics_interval: ms("refresh_topics_interval_ms", f.refresh_topics_interval_ms)?,
                 start_from: f.start_from,
+                on_source_gap: f.on_source_gap,
                 sync_topic_configs_interval: f
                     .sync_topic_configs
                     .then(|| ms("sync_topic_configs_interval_ms", f.sync_topic_configs_interval_ms))

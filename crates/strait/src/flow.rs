@@ -27,13 +27,16 @@ const BACKOFF_MAX: Duration = Duration::from_secs(15);
 ///
 /// Start-up failures (cluster unreachable, topic not creatable) are retried with doubling
 /// backoff (0.5 s up to 15 s), each logged, except transactions the target refuses, a failed
-/// authentication and a missing permission, which stop the flow at once; once running, an error that cannot be retried stops the flow and is
+/// authentication, a missing permission and a source gap the flow may not skip, which stop the
+/// flow at once; once running, an error that cannot be retried stops the flow and is
 /// returned with the topic/partition/offset at fault.
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
     // Refused transactions (a transaction timeout the broker does not allow), failed
-    // authentication and missing permissions stop the flow; everything else at start (an
-    // unreachable cluster...) is retried.
-    let refused = |e: &ConnectError| matches!(e, ConnectError::Transaction { .. } | ConnectError::Denied { .. });
+    // authentication, missing permissions and a source gap with `on_source_gap = "fail"` stop the
+    // flow; everything else at start (an unreachable cluster...) is retried.
+    let refused = |e: &ConnectError| {
+        matches!(e, ConnectError::Transaction { .. } | ConnectError::Denied { .. } | ConnectError::DataLoss { .. })
+    };
     let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, refused, || start(flow.clone())).await? else {
         return Ok(());
     };

@@ -17,7 +17,7 @@ use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 
-use crate::config::{Flow, Skip, StartFrom};
+use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
 use crate::kafka::{blocking, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
 use crate::record::ReplicatedRecord;
@@ -214,11 +214,18 @@ impl KafkaSource {
                 }
                 Some(saved) => match watermarks.get(&(topic.clone(), p)) {
                     Some(&(log_start, _)) if log_start > saved.next_offset => {
+                        let lost = log_start - saved.next_offset;
                         tracing::error!(
-                            flow = %self.flow.name, topic, partition = p, saved = saved.next_offset, log_start,
-                            lost = log_start - saved.next_offset,
-                            "records lost: the source deleted them (retention or delete-records) before they were replicated; continuing at the log start"
+                            flow = %self.flow.name, topic, partition = p, saved = saved.next_offset, log_start, lost,
+                            on_source_gap = ?self.flow.on_source_gap,
+                            "records lost: the source deleted them (retention or delete-records) before they were replicated"
                         );
+                        if self.flow.on_source_gap == OnSourceGap::Fail {
+                            return Err(ConnectError::data_loss(
+                                format!("{topic} partition {p}: {lost} records deleted on the source before they were replicated"),
+                                "on_source_gap = \"fail\": stopping instead of continuing at the log start",
+                            ));
+                        }
                         Offset::Offset(log_start)
                     }
                     _ => Offset::Offset(saved.next_offset),

@@ -84,10 +84,19 @@ async fn topic_recreated_while_stopped_is_replicated_from_its_start() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn records_deleted_on_the_source_before_replication_are_reported_as_lost() {
+    source_gap("continue").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_source_gap_stops_the_flow_with_on_source_gap_fail() {
+    source_gap("fail").await;
+}
+
+async fn source_gap(on_source_gap: &str) {
     use rdkafka::admin::AdminOptions;
     use rdkafka::{Offset, TopicPartitionList};
     let f = TopicFlow::new("gap", 1).await;
-    let config = f.config("");
+    let config = f.config(&format!("on_source_gap = \"{on_source_gap}\""));
     let TopicFlow { a, b, p, topic, remote, .. } = f;
     produce(&a, &topic, &(0..100).map(|i| Rec::simple(0, &format!("first{i}"))).collect::<Vec<_>>()).await;
     let strait = Strait::start(&p, &config);
@@ -101,10 +110,20 @@ async fn records_deleted_on_the_source_before_replication_are_reported_as_lost()
     before.add_partition_offset(&topic, 0, Offset::Offset(120)).unwrap();
     admin(&a).delete_records(&before, &AdminOptions::new()).await.expect("delete records");
 
-    let strait = Strait::start(&format!("{p}-again"), &config);
-    wait_until("the rest replicated", Duration::from_secs(60), || count(&b, &remote) == Some(130)).await;
-    let logs = strait.logs();
-    assert!(strait.stop().success());
+    let mut strait = Strait::start(&format!("{p}-again"), &config);
+    let logs = if on_source_gap == "fail" {
+        wait_until("the flow stops at the gap", Duration::from_secs(60), || !strait.is_running()).await;
+        let logs = strait.logs();
+        assert!(!strait.stop().success(), "exits non-zero: {logs}");
+        assert!(logs.contains("data loss") && logs.contains("on_source_gap"), "{logs}");
+        assert_eq!(count(&b, &remote), Some(100), "nothing past the gap copied");
+        logs
+    } else {
+        wait_until("the rest replicated", Duration::from_secs(60), || count(&b, &remote) == Some(130)).await;
+        let logs = strait.logs();
+        assert!(strait.stop().success());
+        logs
+    };
     let line =
         logs.lines().find(|l| l.contains("records lost")).unwrap_or_else(|| panic!("the gap is reported: {logs}"));
     assert!(
