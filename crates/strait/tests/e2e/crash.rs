@@ -161,3 +161,27 @@ async fn target_topic_deleted_while_stopped_is_copied_again_not_resumed_past_a_h
         "each partition's hole is reported: {logs}"
     );
 }
+
+/// The target topic deleted while Strait runs: librdkafka gives up on the partition after about
+/// 30 s (not the 5 min message timeout) and the flow stops naming the record; a restart sees that
+/// the target lost what was written and copies the topic again from the source's start.
+#[tokio::test(flavor = "multi_thread")]
+async fn target_topic_deleted_while_running_stops_the_flow_then_a_restart_copies_it_again() {
+    let f = TopicFlow::new("tdel", 1).await;
+    let first = |i: i32| Rec::simple(0, &format!("a{i}"));
+    produce(&f.a, &f.topic, &(0..10).map(first).collect::<Vec<_>>()).await;
+    let mut strait = Strait::start(&f.p, &f.config(""));
+    wait_until("replicated", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(10)).await;
+    admin(&f.b).delete_topics(&[&f.remote], &rdkafka::admin::AdminOptions::new()).await.unwrap();
+    produce(&f.a, &f.topic, &[Rec::simple(0, "b")]).await;
+    let deleted = std::time::Instant::now();
+    wait_until("the flow stops", Duration::from_secs(90), || !strait.is_running()).await;
+    let logs = strait.logs();
+    assert!(!strait.stop().success(), "exits non-zero: {logs}");
+    assert!(logs.contains(&format!("topic {} partition 0 offset 10", f.topic)), "{logs}");
+    eprintln!("stopped {:?} after the target topic was deleted", deleted.elapsed());
+
+    let again = Strait::start(&format!("{}-again", f.p), &f.config(""));
+    wait_until("copied again", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(11)).await;
+    assert!(again.stop().success());
+}
