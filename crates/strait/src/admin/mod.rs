@@ -179,14 +179,15 @@ pub const LARGEST_BATCH_BYTES: &str = "104857600";
 
 /// What a target topic takes of its source topic's `explicit` configs: all but MM2's exclude
 /// list (`DefaultConfigPropertyFilter`) and the flow's `exclude` patterns, with
-/// `max.message.bytes` raised to at least [`LARGEST_BATCH_BYTES`].
+/// `max.message.bytes` raised to at least [`LARGEST_BATCH_BYTES`] unless `exclude` names it.
 pub fn replicable(mut explicit: TopicConfigs, exclude: &[Regex]) -> TopicConfigs {
-    explicit.retain(|k, _| !CONFIG_PROPERTIES_EXCLUDE.contains(&k.as_str()) && !exclude.iter().any(|r| r.is_match(k)));
     const KEY: &str = "max.message.bytes";
     let floor: u64 = LARGEST_BATCH_BYTES.parse().expect("a number");
     if explicit.get(KEY).and_then(|v| v.parse::<u64>().ok()).is_none_or(|n| n < floor) {
         explicit.insert(KEY.into(), LARGEST_BATCH_BYTES.into());
     }
+    // After the floor: an operator who excludes max.message.bytes keeps the target's own limit.
+    explicit.retain(|k, _| !CONFIG_PROPERTIES_EXCLUDE.contains(&k.as_str()) && !exclude.iter().any(|r| r.is_match(k)));
     explicit
 }
 
@@ -212,6 +213,8 @@ mod tests {
             configs(&[("max.message.bytes", LARGEST_BATCH_BYTES), ("retention.ms", "1000")])
         );
         assert_eq!(replicable(configs(&[]), &[]), configs(&[("max.message.bytes", LARGEST_BATCH_BYTES)]));
+        let own_limit = [Regex::new("^(?:max\\.message\\.bytes)$").unwrap()];
+        assert_eq!(replicable(configs(&[("max.message.bytes", "5242880")]), &own_limit), configs(&[]));
         let larger = configs(&[("max.message.bytes", "209715200")]);
         assert_eq!(replicable(larger.clone(), &[]), larger);
     }
