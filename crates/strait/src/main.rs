@@ -14,6 +14,16 @@ use tokio_util::sync::CancellationToken;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr as `text` (default) or `json`: one object per line with `timestamp`,
+    /// `level`, `target`, `message` and tracing's fields (`flow`, `topic`...) as keys.
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -56,14 +66,16 @@ enum Output {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
+    }
     let path = match &cli.command {
         Command::Run { config } | Command::Validate { config } | Command::TranslateOffsets { config, .. } => config,
     };

@@ -136,3 +136,20 @@ async fn start_from_latest_skips_history_but_nothing_written_after_the_first_sta
     expected.sort();
     assert_eq!(values, expected, "history skipped, nothing written after the first start lost");
 }
+
+/// `--log-format json`: every line on stderr is one JSON object, tracing's fields as keys.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_logs_are_one_object_per_line_with_fields_as_keys() {
+    let f = TopicFlow::new("json", 1).await;
+    produce(&f.a, &f.topic, &[Rec::simple(0, "x")]).await;
+    let strait = Strait::launch(&f.p, &f.config(""), "info", &["--log-format", "json"]);
+    wait_until("replicated", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(1)).await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    let lines: Vec<serde_json::Value> =
+        logs.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect();
+    let started = lines.iter().find(|l| l["message"] == "flow started").expect("a flow started line");
+    assert_eq!(started["level"], "INFO");
+    assert_eq!(started["flow"], format!("{}->{}", f.src, f.dst));
+    assert!(started["timestamp"].is_string(), "{started}");
+}

@@ -264,6 +264,11 @@ impl Strait {
 
     /// [`Strait::start`] with `RUST_LOG=log_filter`.
     pub fn start_logging(name: &str, toml: &str, log_filter: &str) -> Self {
+        Self::launch(name, toml, log_filter, &[])
+    }
+
+    /// `strait run --config <toml> <args>` with `RUST_LOG=log_filter`.
+    pub fn launch(name: &str, toml: &str, log_filter: &str, args: &[&str]) -> Self {
         let config = write_config(name, toml);
         let log = config.with_extension("log");
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
@@ -271,6 +276,7 @@ impl Strait {
             .arg("run")
             .arg("--config")
             .arg(&config)
+            .args(args)
             .env("RUST_LOG", log_filter)
             .stdout(out.try_clone().unwrap())
             .stderr(out)
