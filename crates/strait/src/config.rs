@@ -6,6 +6,7 @@
 //! [`ConfigError`] that names the field, e.g. `flows[1].target: unknown cluster alias "eu"`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -31,6 +32,17 @@ pub struct Config {
     /// Which topics may reach which compliance zones (`[residency]`).
     #[serde(default)]
     pub residency: ResidencyConfig,
+    /// The operator endpoint (`[metrics]`).
+    #[serde(default)]
+    pub metrics: Option<MetricsConfig>,
+}
+
+/// `[metrics]`: where `strait run` serves `/metrics`, `/health` and `/ready`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// `host:port` to listen on, e.g. `"127.0.0.1:9464"`.
+    pub listen: String,
 }
 
 /// One Kafka cluster. Its `Debug` output hides secret client settings ([`is_secret`]).
@@ -472,15 +484,37 @@ impl Flow {
 impl Config {
     /// Reads, parses and validates `path` into its flows. Errors name the file or the field.
     pub fn load(path: &Path) -> Result<Vec<Flow>, ConfigError> {
+        Self::load_with_metrics(path).map(|(flows, _)| flows)
+    }
+
+    /// [`Config::load`], with the `[metrics] listen` address when the file has one.
+    pub fn load_with_metrics(path: &Path) -> Result<(Vec<Flow>, Option<SocketAddr>), ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
-        Self::parse(&text).map_err(|e| if e.field.is_empty() { err(path.display().to_string(), e.message) } else { e })
+        Self::parse_with_metrics(&text).map_err(|e| {
+            if e.field.is_empty() {
+                err(path.display().to_string(), e.message)
+            } else {
+                e
+            }
+        })
     }
 
     /// Parses and validates TOML text into its flows. Errors name the field at fault.
     pub fn parse(text: &str) -> Result<Vec<Flow>, ConfigError> {
+        Self::parse_with_metrics(text).map(|(flows, _)| flows)
+    }
+
+    /// [`Config::parse`], with the `[metrics] listen` address when the text has one.
+    pub fn parse_with_metrics(text: &str) -> Result<(Vec<Flow>, Option<SocketAddr>), ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| err("", e.to_string()))?;
-        config.flows()
+        let listen = match &config.metrics {
+            Some(m) => {
+                Some(m.listen.parse().map_err(|e| err("metrics.listen", format!("not a host:port address: {e}")))?)
+            }
+            None => None,
+        };
+        Ok((config.flows()?, listen))
     }
 
     /// Validates and resolves every flow.

@@ -15,6 +15,7 @@ use crate::control::checkpoint::CheckpointTask;
 use crate::control::heartbeat::run_heartbeats;
 use crate::control::topic_configs::run_topic_config_sync;
 use crate::kafka::control_producer;
+use crate::metrics::metrics;
 use crate::sink::TargetSink;
 use crate::source::KafkaSource;
 
@@ -37,9 +38,12 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     let refused = |e: &ConnectError| {
         matches!(e, ConnectError::Transaction { .. } | ConnectError::Denied { .. } | ConnectError::DataLoss { .. })
     };
+    let up = |running: bool| metrics().set_flow_up(&flow.name, &flow.source.alias, &flow.target.alias, running);
+    up(false);
     let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, refused, || start(flow.clone())).await? else {
         return Ok(());
     };
+    up(true);
     let config = RuntimeConfig {
         max_batch_records: flow.max_batch_records,
         max_batch_bytes: flow.max_batch_bytes,
@@ -70,6 +74,7 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
         }
     });
     let state = runtime.run().await;
+    up(false);
     stopper.abort();
     side_cancel.cancel();
     while side.join_next().await.is_some() {}

@@ -7,14 +7,16 @@
 //! [`config::Flow`]s.
 //!
 //! Layers, each importing only those below it:
-//! `rules` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` →
-//! `source`, `sink`, `control` → `flow` → the `strait` binary.
+//! `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` →
+//! `source`, `sink`, `control` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
 pub mod config;
 pub mod control;
 pub mod flow;
+pub mod http;
 pub mod kafka;
+pub mod metrics;
 pub mod positions;
 pub mod record;
 pub mod residency;

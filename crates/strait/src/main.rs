@@ -33,6 +33,9 @@ enum Command {
         /// Path of the TOML config.
         #[arg(long)]
         config: PathBuf,
+        /// Serve `/metrics`, `/health` and `/ready` on this `host:port` (overrides `[metrics] listen`).
+        #[arg(long)]
+        metrics_addr: Option<std::net::SocketAddr>,
     },
     /// Check the config; exit 0 if valid, else print what is wrong and exit 2.
     Validate {
@@ -77,10 +80,10 @@ fn main() -> ExitCode {
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
     }
     let path = match &cli.command {
-        Command::Run { config } | Command::Validate { config } | Command::TranslateOffsets { config, .. } => config,
+        Command::Run { config, .. } | Command::Validate { config } | Command::TranslateOffsets { config, .. } => config,
     };
-    let flows = match Config::load(path) {
-        Ok(flows) => flows,
+    let (flows, listen) = match Config::load_with_metrics(path) {
+        Ok(loaded) => loaded,
         Err(e) => {
             print_err!("strait: invalid config: {e}");
             return ExitCode::from(2);
@@ -98,7 +101,8 @@ fn main() -> ExitCode {
                     Command::TranslateOffsets { flow, group, output, .. } => {
                         rt.block_on(translate(flows, &flow, &group, output))
                     }
-                    _ => rt.block_on(run(flows)),
+                    Command::Run { metrics_addr, .. } => rt.block_on(run(flows, metrics_addr.or(listen))),
+                    Command::Validate { .. } => unreachable!("handled above"),
                 };
                 // Don't wait for a connection attempt still blocked in librdkafka (up to 10 s).
                 rt.shutdown_background();
@@ -159,8 +163,14 @@ async fn translate(flows: Vec<Flow>, flow: &str, group: &str, output: Output) ->
     ExitCode::SUCCESS
 }
 
-async fn run(flows: Vec<Flow>) -> ExitCode {
+async fn run(flows: Vec<Flow>, metrics_addr: Option<std::net::SocketAddr>) -> ExitCode {
     let cancel = CancellationToken::new();
+    if let Some(addr) = metrics_addr {
+        if let Err(e) = strait::http::serve(addr, cancel.child_token()).await {
+            tracing::error!(%addr, error = %e, "cannot serve metrics");
+            return ExitCode::FAILURE;
+        }
+    }
     let mut tasks = tokio::task::JoinSet::new();
     for flow in flows {
         let flow = Arc::new(flow);

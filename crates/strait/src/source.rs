@@ -12,13 +12,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use prometheus_client::metrics::gauge::Gauge;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 
 use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
-use crate::kafka::{blocking, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT};
+use crate::kafka::{
+    blocking, cached_high_watermark, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT,
+};
+use crate::metrics::metrics;
 use crate::positions::Positions;
 use crate::record::ReplicatedRecord;
 
@@ -41,6 +45,8 @@ pub struct KafkaSource {
     unsaved_starts: HashMap<(Arc<str>, i32), i64>,
     /// The next poll hands [`Self::unsaved_starts`] over (after a refresh or a rewind).
     emit_starts: bool,
+    /// `strait_replication_lag_records` per partition, set at each acknowledgement.
+    lag: HashMap<(Arc<str>, i32), Gauge>,
     next_refresh: Instant,
 }
 
@@ -81,6 +87,7 @@ impl KafkaSource {
             resume: HashMap::new(),
             unsaved_starts: HashMap::new(),
             emit_starts: false,
+            lag: HashMap::new(),
             next_refresh: Instant::now(),
         };
         let topics = source.refresh().await?;
@@ -364,6 +371,13 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         for p in positions {
             let key = (p.topic.clone(), p.partition);
             self.unsaved_starts.remove(&key);
+            // The high watermark of the last fetch, cached by librdkafka: no request.
+            if let Some(high) = cached_high_watermark(&self.consumer, &p.topic, p.partition) {
+                let (source, target) = (&self.flow.source.alias, &self.flow.target.alias);
+                let gauge =
+                    self.lag.entry(key.clone()).or_insert_with(|| metrics().lag(source, target, &p.topic, p.partition));
+                gauge.set((high - (p.offset + 1)).max(0));
+            }
             self.resume.insert(key, Offset::Offset(p.offset + 1));
         }
         Ok(())

@@ -5,6 +5,7 @@
 
 pub mod loop_guard;
 pub mod service;
+pub mod stats;
 pub mod syncs;
 pub mod topics;
 
@@ -26,6 +27,7 @@ use crate::positions::{self, Positions, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
 use loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use service::ProduceService;
+use stats::SinkMetrics;
 use syncs::OffsetSyncWriter;
 use topics::TopicRouter;
 
@@ -87,8 +89,9 @@ const TRANSACTION_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// What the sink remembers of a produced record until its ack.
 enum InFlight {
-    /// A replicated record: its source topic, partition, upstream offset and size (bytes).
-    Record { topic: Arc<str>, partition: i32, upstream: i64, bytes: usize },
+    /// A replicated record: its source topic, partition, upstream offset, size (bytes) and
+    /// timestamp (ms).
+    Record { topic: Arc<str>, partition: i32, upstream: i64, bytes: usize, timestamp: Option<i64> },
     /// An offset sync of the batch.
     OffsetSync(OffsetSync),
     /// A source position of the batch.
@@ -113,6 +116,7 @@ pub struct TargetSink {
     /// Offset and timestamp (ms) of the last record put per source partition, saved with positions.
     last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
     loop_drops: u64,
+    stats: SinkMetrics,
     /// Records per source topic whose timestamp 0 became the produce time (librdkafka reads a
     /// timestamp of 0 as "now" and offers no way to send 0 itself).
     zero_timestamps: HashMap<Arc<str>, u64>,
@@ -190,6 +194,7 @@ impl TargetSink {
             transaction_timeout,
             in_transaction: false,
             last: HashMap::new(),
+            stats: SinkMetrics::new(&flow),
             flow,
             service,
             loop_drops: 0,
@@ -235,7 +240,7 @@ impl TargetSink {
     fn produce_error(&self, (what, e): (InFlight, KafkaError)) -> ConnectError {
         let (flow, target) = (&self.flow.name, &self.flow.target.alias);
         let context = match what {
-            InFlight::Record { topic, partition, upstream, bytes } => format!(
+            InFlight::Record { topic, partition, upstream, bytes, .. } => format!(
                 "flow {flow} topic {topic} partition {partition} offset {upstream}: record of {bytes} bytes could not be produced to {target}"
             ),
             InFlight::OffsetSync(s) => format!(
@@ -336,15 +341,20 @@ impl TargetSink {
     }
 }
 
+/// An ack of a produced record: feeds the offset-sync rule and the partition's metrics.
+fn record_acked(syncs: &mut OffsetSyncWriter, stats: &mut SinkMetrics, r: InFlight, downstream: i64) {
+    if let InFlight::Record { topic, partition, upstream, bytes, timestamp } = r {
+        syncs.acked(&topic, partition, upstream, downstream);
+        stats.acked(&topic, partition, bytes, timestamp);
+    }
+}
+
 #[async_trait]
 impl Sink<(), ReplicatedRecord> for TargetSink {
     async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
-        let syncs = &mut self.syncs;
-        let mut on_ack = |r: InFlight, downstream: i64| {
-            if let InFlight::Record { topic, partition, upstream, .. } = r {
-                syncs.acked(&topic, partition, upstream, downstream);
-            }
-        };
+        let loop_guard_dropped = self.stats.loop_guard_dropped.clone();
+        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
+        let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
         let mut previous: Option<(Arc<str>, i32, i64, Option<i64>)> = None;
         for mut record in batch {
             let Some(r) = record.value.take() else { continue };
@@ -357,6 +367,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             previous = Some((r.topic.clone(), r.partition, r.offset, record.timestamp_ms));
             let Some(provenance) = self.guard.pass(&mut record.headers) else {
                 self.loop_drops += 1;
+                loop_guard_dropped.inc();
                 continue;
             };
             // Residency, renaming and the target topic's existence, decided once per topic.
@@ -392,6 +403,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
                 partition: r.partition,
                 upstream: r.offset,
                 bytes: record.size_bytes,
+                timestamp: record.timestamp_ms,
             };
             if let Err(failed) = self.service.send(out, meta, &mut on_ack).await {
                 return Err(self.stop_on(failed).await);
@@ -406,16 +418,13 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     /// Awaits every record's ack, then writes the batch's offset syncs and `positions` and awaits
     /// theirs; in exactly-once mode commits the transaction holding all three.
     async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
-        let syncs = &mut self.syncs;
-        let mut on_ack = |r: InFlight, downstream: i64| {
-            if let InFlight::Record { topic, partition, upstream, .. } = r {
-                syncs.acked(&topic, partition, upstream, downstream);
-            }
-        };
+        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
+        let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
         if let Err(failed) = self.service.wait_acks(0, &mut on_ack).await {
             return Err(self.stop_on(failed).await);
         }
         let decided = self.syncs.take();
+        self.stats.offset_syncs(&decided);
         if let Some(producer) = &self.source_syncs {
             self.write_syncs_to_source(producer, &decided).await?;
         } else {

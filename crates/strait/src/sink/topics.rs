@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
 use strait_connect::{ConnectError, ConnectResult};
 
 use crate::positions::Positions;
@@ -13,12 +14,14 @@ use super::service::DataProducer;
 use crate::admin::{Admin, ADMIN_TIMEOUT};
 use crate::config::Flow;
 use crate::kafka::await_producer_metadata;
+use crate::metrics::metrics;
 use crate::residency::names_of;
 
 /// The decision for one source topic.
 enum Route {
-    /// Residency forbids the target; records are dropped. `dropped` counts them.
-    Denied { dropped: u64 },
+    /// Residency forbids the target; records are dropped. `dropped` counts them, as does the
+    /// `strait_residency_dropped_total` counter.
+    Denied { dropped: u64, counter: Counter },
     /// Replicated to `target` which has at least `partitions` partitions.
     Allowed { target: Arc<str>, partitions: usize },
 }
@@ -49,8 +52,9 @@ impl TopicRouter {
         producer: &Arc<DataProducer>,
     ) -> ConnectResult<Option<Arc<str>>> {
         match self.routes.get_mut(topic) {
-            Some(Route::Denied { dropped }) => {
+            Some(Route::Denied { dropped, counter }) => {
                 *dropped += 1;
+                counter.inc();
                 return Ok(None);
             }
             Some(Route::Allowed { target, partitions }) if (partition as usize) < *partitions => {
@@ -60,7 +64,9 @@ impl TopicRouter {
         }
         if let Err(reason) = self.flow.residency.check(&names_of(topic, self.flow.policy.separator())) {
             tracing::warn!(flow = %self.flow.name, topic, "residency: not replicating this topic: {reason}");
-            self.routes.insert(topic.to_string(), Route::Denied { dropped: 1 });
+            let counter = metrics().residency_dropped(&self.flow.source.alias, &self.flow.target.alias, topic);
+            counter.inc();
+            self.routes.insert(topic.to_string(), Route::Denied { dropped: 1, counter });
             return Ok(None);
         }
         let target = self.flow.policy.remote_topic(&self.flow.source.alias, topic);
@@ -114,7 +120,7 @@ impl TopicRouter {
     /// Records dropped by residency so far, per source topic.
     pub fn residency_drops(&self) -> impl Iterator<Item = (&str, u64)> {
         self.routes.iter().filter_map(|(t, r)| match r {
-            Route::Denied { dropped } => Some((t.as_str(), *dropped)),
+            Route::Denied { dropped, .. } => Some((t.as_str(), *dropped)),
             Route::Allowed { .. } => None,
         })
     }

@@ -12,6 +12,7 @@ mod failover;
 mod failure;
 mod faults;
 mod fidelity;
+mod metrics;
 mod offset_syncs;
 mod residency;
 mod security;

@@ -9,6 +9,7 @@ pub mod translate;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use strait_mm2::{should_emit_checkpoint, Checkpoint, DownstreamOffset, UpstreamOffset};
@@ -18,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admin::Admin;
 use crate::config::Flow;
 use crate::kafka::{acked, enqueue, read_to_end};
+use crate::metrics::metrics;
 use groups::GroupClient;
 use translate::{Translation, Translator};
 
@@ -38,6 +40,8 @@ pub struct CheckpointTask {
     latest: HashMap<String, Vec<Translation>>,
     /// Active target groups already logged as skipped.
     skipped: HashSet<String>,
+    /// `strait_checkpoints_total` of the flow.
+    written: Counter,
 }
 
 impl CheckpointTask {
@@ -67,6 +71,7 @@ impl CheckpointTask {
             groups: Vec::new(),
             latest: HashMap::new(),
             skipped: HashSet::new(),
+            written: metrics().checkpoints(&flow.source.alias, &flow.target.alias),
             flow,
         })
     }
@@ -170,6 +175,7 @@ impl CheckpointTask {
         for ((key, up_down, _, _), ack) in records.into_iter().zip(acks) {
             acked(ack).await?;
             self.emitted.insert(key, up_down);
+            self.written.inc();
         }
         Ok(())
     }

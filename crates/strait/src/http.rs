@@ -1,0 +1,43 @@
+//! The operator endpoint of `strait run` (`--metrics-addr` or `[metrics] listen`): `/metrics`
+//! (Prometheus text format), `/health` (200 while the process runs) and `/ready` (200 when every
+//! flow runs, else 503 listing the flows that do not).
+
+use std::net::SocketAddr;
+
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::metrics;
+
+async fn scrape() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], metrics().encode())
+}
+
+async fn ready() -> impl IntoResponse {
+    let down = metrics().flows_down();
+    if down.is_empty() {
+        (StatusCode::OK, "ready\n".to_string())
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("not running: {}\n", down.join(", ")))
+    }
+}
+
+/// Binds `addr` and serves until `cancel`. Errors: the address cannot be bound (in use, not
+/// local), which stops `strait run` at start.
+pub async fn serve(addr: SocketAddr, cancel: CancellationToken) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let app = Router::new()
+        .route("/metrics", get(scrape))
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/ready", get(ready));
+    tracing::info!(%addr, "serving /metrics, /health and /ready");
+    Ok(tokio::spawn(async move {
+        let served = axum::serve(listener, app).with_graceful_shutdown(async move { cancel.cancelled().await }).await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    }))
+}

@@ -1,0 +1,58 @@
+//! The sink's side of the metrics: per source partition, records and bytes the target
+//! acknowledged, replication latency and record age at the ack, and offset syncs written.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prometheus_client::metrics::counter::Counter;
+use strait_mm2::OffsetSync;
+
+use crate::config::Flow;
+use crate::metrics::{metrics, PartitionMetrics};
+
+/// Metric handles of one flow's sink, created once per partition.
+pub struct SinkMetrics {
+    source: String,
+    target: String,
+    partitions: HashMap<(Arc<str>, i32), PartitionMetrics>,
+    /// `strait_loop_guard_dropped_total` of the flow.
+    pub loop_guard_dropped: Counter,
+}
+
+impl SinkMetrics {
+    /// The handles of `flow`.
+    pub fn new(flow: &Flow) -> Self {
+        let (source, target) = (flow.source.alias.clone(), flow.target.alias.clone());
+        let loop_guard_dropped = metrics().loop_guard_dropped(&source, &target);
+        Self { source, target, partitions: HashMap::new(), loop_guard_dropped }
+    }
+
+    fn partition(&mut self, topic: &Arc<str>, partition: i32) -> &PartitionMetrics {
+        let (source, target) = (&self.source, &self.target);
+        self.partitions
+            .entry((topic.clone(), partition))
+            .or_insert_with(|| metrics().partition(source, target, topic, partition))
+    }
+
+    /// The target acknowledged a record of `bytes` with timestamp `timestamp_ms`.
+    pub fn acked(&mut self, topic: &Arc<str>, partition: i32, bytes: usize, timestamp_ms: Option<i64>) {
+        let m = self.partition(topic, partition);
+        m.records.inc();
+        m.bytes.inc_by(bytes as u64);
+        if let Some(ts) = timestamp_ms.filter(|ts| *ts > 0) {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+            let age = (now - ts).max(0);
+            m.latency.observe(age as f64);
+            m.age.set(age);
+        }
+    }
+
+    /// `syncs` were written.
+    pub fn offset_syncs(&mut self, syncs: &[OffsetSync]) {
+        for s in syncs {
+            let topic: Arc<str> = s.topic.as_str().into();
+            self.partition(&topic, s.partition).offset_syncs.inc();
+        }
+    }
+}
