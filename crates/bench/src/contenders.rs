@@ -58,15 +58,12 @@ impl Contender {
 pub struct Env {
     /// `target/release`.
     pub bin: PathBuf,
-    /// Kafka's jars (MirrorMaker 2 included).
-    pub kafka_libs: PathBuf,
     /// Scratch folder for configs and logs.
     pub work: PathBuf,
-    /// `testkit/log4j2.properties`.
-    pub log4j: PathBuf,
 }
 
-/// A running contender (its output goes to `out.log` in its run folder); killed on drop.
+/// A running contender (its output goes to `out.log` in its run folder, `mm2.log` for MirrorMaker
+/// 2); killed on drop.
 pub struct Running {
     /// The replicator process (for CPU and RSS).
     pub child: Child,
@@ -150,20 +147,7 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
                      s{tag}.consumer.max.poll.records = 2000\n"
                 ));
             }
-            fs::write(dir.join("mm2.properties"), props).expect("mm2 properties");
-            Command::new("java")
-                // The heap of Kafka's connect-mirror-maker.sh.
-                .args(["-Xms256M", "-Xmx2G", "-XX:+UseG1GC", "-Djava.awt.headless=true"])
-                .arg(format!("-Dkafka.logs.dir={}", dir.display()))
-                .arg(format!("-Dlog4j2.configurationFile={}", env.log4j.display()))
-                .arg("-cp")
-                .arg(format!("{}/*", env.kafka_libs.display()))
-                .arg("org.apache.kafka.connect.mirror.MirrorMaker")
-                .arg(dir.join("mm2.properties"))
-                .stdout(out)
-                .stderr(err)
-                .spawn()
-                .expect("start MirrorMaker 2")
+            strait_testkit::start_mirror_maker(&dir, &props).expect("start MirrorMaker 2")
         }
         Contender::Raw => Command::new(env.bin.join("raw-pipe"))
             .args([source, target, &format!("r{tag}.")])

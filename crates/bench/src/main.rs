@@ -204,9 +204,7 @@ fn main() {
             bin: PathBuf::from(
                 std::env::var("STRAIT_BENCH_BIN").unwrap_or_else(|_| root.join("target/release").display().to_string()),
             ),
-            kafka_libs: strait_testkit::kafka_libs().expect("Kafka jars"),
             work: work.clone(),
-            log4j: root.join("testkit/log4j2.properties"),
         },
         source: clusters[0].bootstrap.clone(),
         target: clusters[1].bootstrap.clone(),

@@ -258,14 +258,36 @@ pub(crate) fn launch(libs: &Path, dir: &Path, how: Launch) -> io::Result<KafkaCl
     })
 }
 
-/// Starts the broker of the formatted folder `dir`.
-fn spawn_broker(libs: &Path, dir: &Path) -> io::Result<Child> {
-    let props = dir.join("server.properties");
-    let log = fs::OpenOptions::new().create(true).append(true).open(dir.join("stdout.log"))?;
-    let mut cmd = java_command(libs, dir);
-    cmd.arg("kafka.Kafka").arg(&props).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the broker when the
-    // thread that spawned it exits, so no broker outlives its test process.
+/// Starts MirrorMaker 2 in dedicated mode (`org.apache.kafka.connect.mirror.MirrorMaker`, from
+/// the same Maven artifacts as the brokers) with `props` written to `dir/mm2.properties`, its
+/// output to `dir/mm2.log`, and the heap of Kafka's `connect-mirror-maker.sh`. It dies with the
+/// thread that started it. Errors: Maven/JDK failures, or the folder cannot be written.
+pub fn start_mirror_maker(dir: &Path, props: &str) -> io::Result<Child> {
+    let libs = kafka_libs()?;
+    fs::create_dir_all(dir)?;
+    fs::write(dir.join("mm2.properties"), props)?;
+    let log = fs::OpenOptions::new().create(true).append(true).open(dir.join("mm2.log"))?;
+    let java =
+        std::env::var("JAVA_HOME").map(|h| PathBuf::from(h).join("bin/java")).unwrap_or_else(|_| PathBuf::from("java"));
+    let mut cmd = Command::new(java);
+    cmd.args(["-Xms256M", "-Xmx2G", "-XX:+UseG1GC", "-Djava.awt.headless=true"])
+        .arg(format!("-Dkafka.logs.dir={}", dir.display()))
+        .arg(format!("-Dlog4j2.configurationFile={}", repo_root().join("testkit/log4j2.properties").display()))
+        .arg("-cp")
+        .arg(format!("{}/*", libs.display()))
+        .arg("org.apache.kafka.connect.mirror.MirrorMaker")
+        .arg(dir.join("mm2.properties"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    die_with_parent(&mut cmd);
+    cmd.spawn()
+}
+
+/// Asks the kernel to kill the child when the thread that spawned it exits, so no JVM outlives
+/// the process that started it.
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; it only sets the parent-death signal of the child.
     unsafe {
         cmd.pre_exec(|| {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
@@ -274,6 +296,15 @@ fn spawn_broker(libs: &Path, dir: &Path) -> io::Result<Child> {
             Ok(())
         });
     }
+}
+
+/// Starts the broker of the formatted folder `dir`.
+fn spawn_broker(libs: &Path, dir: &Path) -> io::Result<Child> {
+    let props = dir.join("server.properties");
+    let log = fs::OpenOptions::new().create(true).append(true).open(dir.join("stdout.log"))?;
+    let mut cmd = java_command(libs, dir);
+    cmd.arg("kafka.Kafka").arg(&props).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    die_with_parent(&mut cmd);
     cmd.spawn()
 }
 
