@@ -221,6 +221,11 @@ pub struct FlowConfig {
     /// deleted on the source (a saved position below the log start). Both log the loss.
     #[serde(default = "default_on_source_gap")]
     pub on_source_gap: OnSourceGap,
+    /// Kafka Connect offsets topic on the target where a MirrorMaker 2 that ran this flow before
+    /// kept its source offsets; source partitions Strait has no position for resume there.
+    /// Default `mm2-offsets.<source-alias>.internal` (MM2's dedicated mode).
+    #[serde(default)]
+    pub mm2_offsets_topic: Option<String>,
     /// Apply source topic config changes to the target topics after creation (MM2
     /// `sync.topic.configs.enabled`, with KIP-894's incremental semantics). Default true.
     #[serde(default = "yes")]
@@ -412,6 +417,8 @@ pub struct Flow {
     pub start_from: StartFrom,
     /// Continue past a source gap, or stop.
     pub on_source_gap: OnSourceGap,
+    /// MM2's source offsets topic on the target (cut-over from MM2).
+    pub mm2_offsets_topic: String,
     /// Topic config sync interval; `None` when off.
     pub sync_topic_configs_interval: Option<Duration>,
     /// Topic config names never synced (besides MM2's list).
@@ -649,6 +656,10 @@ impl Config {
                 refresh_topics_interval: ms("refresh_topics_interval_ms", f.refresh_topics_interval_ms)?,
                 start_from: f.start_from,
                 on_source_gap: f.on_source_gap,
+                mm2_offsets_topic: f
+                    .mm2_offsets_topic
+                    .clone()
+                    .unwrap_or_else(|| format!("mm2-offsets.{}.internal", f.source)),
                 sync_topic_configs_interval: f
                     .sync_topic_configs
                     .then(|| ms("sync_topic_configs_interval_ms", f.sync_topic_configs_interval_ms))

@@ -204,6 +204,9 @@ where
 /// A keyed record of a state topic: its offset, key and value bytes.
 pub type RawRecord = (i64, Vec<u8>, Vec<u8>);
 
+/// A record with a key and maybe a value (`None`: a tombstone): (offset, key, value).
+pub type KeyedRecord = (i64, Vec<u8>, Option<Vec<u8>>);
+
 /// Every committed record of partition 0 of `topic` (Strait's state topics have one partition)
 /// with a key and a value, from its beginning to the end seen at the start. A missing or empty
 /// topic gives nothing. For the small compacted state topics (positions, checkpoints).
@@ -245,17 +248,42 @@ impl StateReader {
         topic: &str,
         next: Option<i64>,
     ) -> Result<(Vec<RawRecord>, Option<i64>), KafkaError> {
-        let consumer = &self.consumer;
-        let md = consumer.fetch_metadata(Some(topic), METADATA_TIMEOUT)?;
-        if !md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()) {
+        if self.partition_count(topic)? == 0 {
             return Ok((Vec::new(), next));
         }
-        let (low, high) = self.watermarks.fetch_watermarks(topic, 0, METADATA_TIMEOUT)?;
+        let (records, next) = self.read(topic, 0, next)?;
+        Ok((records.into_iter().filter_map(|(o, k, v)| Some((o, k, v?))).collect(), next))
+    }
+
+    /// Partitions of `topic`; 0 when it does not exist. Blocking.
+    pub fn partition_count(&self, topic: &str) -> Result<i32, KafkaError> {
+        let md = self.consumer.fetch_metadata(Some(topic), METADATA_TIMEOUT)?;
+        Ok(md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none())
+            .map_or(0, |t| t.partitions().len() as i32))
+    }
+
+    /// Every keyed record of `topic` partition `partition`, tombstones (`None` values) included,
+    /// from its beginning to the high watermark seen now. Blocking.
+    pub fn read_partition(&self, topic: &str, partition: i32) -> Result<Vec<KeyedRecord>, KafkaError> {
+        Ok(self.read(topic, partition, None)?.0)
+    }
+
+    fn read(
+        &self,
+        topic: &str,
+        partition: i32,
+        next: Option<i64>,
+    ) -> Result<(Vec<KeyedRecord>, Option<i64>), KafkaError> {
+        let consumer = &self.consumer;
+        let (low, high) = self.watermarks.fetch_watermarks(topic, partition, METADATA_TIMEOUT)?;
         let mut position = match next {
             Some(n) => n,
             None => {
                 let mut tpl = TopicPartitionList::new();
-                tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
+                tpl.add_partition_offset(topic, partition, Offset::Beginning)?;
                 consumer.assign(&tpl)?;
                 low
             }
@@ -267,15 +295,15 @@ impl StateReader {
                 Some(Ok(m)) => {
                     position = m.offset() + 1;
                     progress = Instant::now();
-                    if let (Some(k), Some(v)) = (m.key(), m.payload()) {
-                        out.push((m.offset(), k.to_vec(), v.to_vec()));
+                    if let Some(k) = m.key() {
+                        out.push((m.offset(), k.to_vec(), m.payload().map(<[u8]>::to_vec)));
                     }
                 }
                 Some(Err(e)) => return Err(e),
                 None => {
                     // Past a commit marker or an aborted transaction no record arrives: the
                     // consumer's position tells how far it got.
-                    let fetched = consumer.position()?.find_partition(topic, 0).map(|e| e.offset());
+                    let fetched = consumer.position()?.find_partition(topic, partition).map(|e| e.offset());
                     if let Some(Offset::Offset(p)) = fetched {
                         if p > position {
                             position = p;

@@ -7,7 +7,7 @@
 //! [`config::Flow`]s.
 //!
 //! Layers, each importing only those below it:
-//! `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` →
+//! `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets` →
 //! `source`, `sink`, `control` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
@@ -17,6 +17,7 @@ pub mod flow;
 pub mod http;
 pub mod kafka;
 pub mod metrics;
+pub mod mm2_offsets;
 pub mod positions;
 pub mod record;
 pub mod residency;

@@ -23,6 +23,7 @@ use strait_mm2::OffsetSync;
 use crate::admin::{Admin, LARGEST_BATCH_BYTES};
 use crate::config::{Delivery, Flow, SyncsLocation};
 use crate::kafka::{acked, cluster_id, connect_error, control_producer, enqueue};
+use crate::mm2_offsets;
 use crate::positions::{self, Positions, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
 use loop_guard::{LoopGuard, PROVENANCE_HEADER};
@@ -177,7 +178,20 @@ impl TargetSink {
         let saved = positions::load(&flow.target, &flow.name)
             .await
             .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
-        let saved = topics::forget_positions_lost_on_target(&flow, saved).await?;
+        let mut saved = topics::forget_positions_lost_on_target(&flow, saved).await?;
+        let from_mm2 = mm2_offsets::load(&flow).await.map_err(|e| {
+            ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic, flow.target.alias), e)
+        })?;
+        let before = saved.len();
+        for (partition, position) in from_mm2 {
+            saved.entry(partition).or_insert(position);
+        }
+        if saved.len() > before {
+            tracing::info!(
+                flow = %flow.name, topic = %flow.mm2_offsets_topic, partitions = saved.len() - before,
+                "resuming source partitions Strait has no position for where MirrorMaker 2 stopped"
+            );
+        }
         let source_syncs = match flow.offset_syncs_location {
             SyncsLocation::Target => None,
             SyncsLocation::Source => Some(

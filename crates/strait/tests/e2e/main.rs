@@ -6,6 +6,7 @@ mod support;
 mod active_active;
 mod checkpoints;
 mod crash;
+mod cutover;
 mod discovery;
 mod exactly_once;
 mod failover;
