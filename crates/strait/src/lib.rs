@@ -8,7 +8,7 @@
 //!
 //! Layers, each importing only those below it:
 //! `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets` →
-//! `source`, `sink`, `control` → `flow`, `http` → the `strait` binary.
+//! `source`, `sink`, `control`, `status` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
 pub mod config;
@@ -24,3 +24,4 @@ pub mod residency;
 pub mod rules;
 pub mod sink;
 pub mod source;
+pub mod status;

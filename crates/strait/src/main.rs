@@ -43,6 +43,17 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Print where each flow stands, from the clusters alone (with or without `strait run`): per
+    /// source partition its log-start and end offsets, the saved position and the lag in records;
+    /// per consumer group the newest checkpoint of each partition.
+    Status {
+        /// Path of the TOML config.
+        #[arg(long)]
+        config: PathBuf,
+        /// `text` (aligned columns) or `json` (`{"partitions": [...], "checkpoints": [...]}`).
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+    },
     /// Print a source consumer group's committed offsets and their translation to the target,
     /// per topic partition: the numbers its checkpoints carry (MM2 `RemoteClusterUtils.translateOffsets`).
     TranslateOffsets {
@@ -80,7 +91,10 @@ fn main() -> ExitCode {
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
     }
     let path = match &cli.command {
-        Command::Run { config, .. } | Command::Validate { config } | Command::TranslateOffsets { config, .. } => config,
+        Command::Run { config, .. }
+        | Command::Validate { config }
+        | Command::Status { config, .. }
+        | Command::TranslateOffsets { config, .. } => config,
     };
     let (flows, listen) = match Config::load_with_metrics(path) {
         Ok(loaded) => loaded,
@@ -102,6 +116,7 @@ fn main() -> ExitCode {
                         rt.block_on(translate(flows, &flow, &group, output))
                     }
                     Command::Run { metrics_addr, .. } => rt.block_on(run(flows, metrics_addr.or(listen))),
+                    Command::Status { output, .. } => rt.block_on(status(flows, output)),
                     Command::Validate { .. } => unreachable!("handled above"),
                 };
                 // Don't wait for a connection attempt still blocked in librdkafka (up to 10 s).
@@ -114,6 +129,27 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+async fn status(flows: Vec<Flow>, output: Output) -> ExitCode {
+    let mut status = strait::status::Status::default();
+    for flow in &flows {
+        if let Err(e) = strait::status::collect(flow, &mut status).await {
+            print_err!("strait: cannot read the status of flow {}: {e}", flow.name);
+            return ExitCode::FAILURE;
+        }
+    }
+    match output {
+        Output::Json => match serde_json::to_string_pretty(&status) {
+            Ok(json) => print_out(&format!("{json}\n")),
+            Err(e) => {
+                print_err!("strait: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Output::Text => print_out(&status.text()),
+    }
+    ExitCode::SUCCESS
 }
 
 async fn translate(flows: Vec<Flow>, flow: &str, group: &str, output: Output) -> ExitCode {

@@ -65,3 +65,54 @@ async fn metrics_health_and_ready_through_real_brokers() {
     eprintln!("max lag seen on partition 0 while catching up: {max_lag}");
     assert!(strait.stop().success());
 }
+
+/// `strait status` reads where a flow stands from the clusters alone, with Strait stopped.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_shows_positions_lag_and_checkpoints_without_strait_running() {
+    let f = TopicFlow::new("status", 2).await;
+    produce(&f.a, &f.topic, &(0..100).map(|i| Rec::simple(i % 2, "v")).collect::<Vec<_>>()).await;
+    let group = format!("{}-g", f.p);
+    commit_group(&f.a, &group, &[(&f.topic, 0, 20), (&f.topic, 1, 20)]);
+    let config = f.config(&format!(
+        "groups = [\"{group}\"]\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000"
+    ));
+    let strait = Strait::start(&f.p, &config);
+    wait_until("replicated and checkpointed", Duration::from_secs(60), || {
+        count(&f.b, &f.remote) == Some(100)
+            && last_checkpoint(&checkpoints(&f.b, &f.src), &group, &f.remote, 1).is_some()
+    })
+    .await;
+    assert!(strait.stop().success());
+    produce(&f.a, &f.topic, &(0..10).map(|_| Rec::simple(0, "later")).collect::<Vec<_>>()).await;
+
+    let path = write_config(&format!("{}-status", f.p), &config);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["status", "--output", "json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |p: i64| {
+        status["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["topic"] == f.topic.as_str() && r["partition"] == p)
+            .cloned()
+    };
+    let (p0, p1) = (row(0).expect("partition 0"), row(1).expect("partition 1"));
+    assert_eq!(
+        (p0["end"].as_i64(), p0["position"].as_i64(), p0["lag"].as_i64()),
+        (Some(60), Some(50), Some(10)),
+        "{status}"
+    );
+    assert_eq!(
+        (p1["end"].as_i64(), p1["position"].as_i64(), p1["lag"].as_i64()),
+        (Some(50), Some(50), Some(0)),
+        "{status}"
+    );
+    let checkpoint =
+        status["checkpoints"].as_array().unwrap().iter().find(|c| c["group"] == group.as_str() && c["partition"] == 0);
+    assert_eq!(checkpoint.and_then(|c| c["upstream"].as_i64()), Some(20), "{status}");
+}

@@ -1,0 +1,140 @@
+//! `strait status`: where each flow stands, read from the clusters alone (so it works whether or
+//! not `strait run` is running): per source partition its log-start and end offsets, the position
+//! Strait saved on the target and the lag in records; per consumer group the newest checkpoint of
+//! each partition.
+
+use std::collections::BTreeMap;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use serde::Serialize;
+use strait_mm2::Checkpoint;
+
+use crate::config::Flow;
+use crate::kafka::{blocking, read_to_end, topic_partition_counts, METADATA_TIMEOUT};
+use crate::positions;
+use crate::residency::names_of;
+
+/// One source partition of a flow.
+#[derive(Debug, Serialize)]
+pub struct PartitionStatus {
+    /// `source->target`.
+    pub flow: String,
+    /// Source topic.
+    pub topic: String,
+    /// Partition number.
+    pub partition: i32,
+    /// First offset still on the source.
+    pub log_start: i64,
+    /// Next offset to be written on the source (high watermark).
+    pub end: i64,
+    /// Next source offset Strait will copy, as saved on the target; `None` before its first commit.
+    pub position: Option<i64>,
+    /// Records not yet replicated: `end` minus the position (or the log start when none).
+    pub lag: i64,
+}
+
+/// The newest checkpoint of one group partition.
+#[derive(Debug, Serialize)]
+pub struct CheckpointStatus {
+    /// `source->target`.
+    pub flow: String,
+    /// Consumer group.
+    pub group: String,
+    /// Target-side topic, as checkpoints carry it.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// The group's offset on the source.
+    pub upstream: i64,
+    /// Its translation on the target.
+    pub downstream: i64,
+}
+
+/// Everything `strait status` prints.
+#[derive(Debug, Default, Serialize)]
+pub struct Status {
+    /// Per flow and source partition.
+    pub partitions: Vec<PartitionStatus>,
+    /// Per flow, group and partition.
+    pub checkpoints: Vec<CheckpointStatus>,
+}
+
+/// The status of `flow`, added to `status`. Errors: a cluster does not answer.
+pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError> {
+    let saved = positions::load(&flow.target, &flow.name).await?;
+    let consumer: BaseConsumer = flow.source.client_config(&[]).create()?;
+    let separator = flow.policy.separator().to_string();
+    let (name, replicated) = (flow.name.clone(), {
+        let flow = flow.clone();
+        move |t: &str| flow.replicates(t) && flow.residency.check(&names_of(t, &separator)).is_ok()
+    });
+    let rows = blocking(move || {
+        let mut rows = Vec::new();
+        for (topic, partitions) in topic_partition_counts(consumer.client(), METADATA_TIMEOUT)? {
+            if !replicated(&topic) {
+                continue;
+            }
+            for partition in 0..partitions as i32 {
+                let (log_start, end) = consumer.fetch_watermarks(&topic, partition, METADATA_TIMEOUT)?;
+                let position = saved.get(&(topic.clone(), partition)).map(|s| s.next_offset);
+                let lag = (end - position.unwrap_or(log_start).max(log_start)).max(0);
+                rows.push(PartitionStatus {
+                    flow: name.clone(),
+                    topic: topic.clone(),
+                    partition,
+                    log_start,
+                    end,
+                    position,
+                    lag,
+                });
+            }
+        }
+        rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        Ok::<_, KafkaError>(rows)
+    })
+    .await?;
+    status.partitions.extend(rows);
+    let mut newest: BTreeMap<(String, String, i32), (i64, i64)> = BTreeMap::new();
+    for (_, key, value) in read_to_end(&flow.target, &flow.policy.checkpoints_topic(&flow.source.alias)).await? {
+        if let Ok(c) = Checkpoint::decode(&key, &value) {
+            newest.insert((c.group, c.topic, c.partition), (c.upstream.0, c.downstream.0));
+        }
+    }
+    status.checkpoints.extend(newest.into_iter().map(|((group, topic, partition), (upstream, downstream))| {
+        CheckpointStatus { flow: flow.name.clone(), group, topic, partition, upstream, downstream }
+    }));
+    Ok(())
+}
+
+impl Status {
+    /// Aligned text tables.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "{:<24} {:<32} {:>9} {:>12} {:>12} {:>12} {:>10}\n",
+            "FLOW", "TOPIC", "PARTITION", "LOG_START", "END", "POSITION", "LAG"
+        );
+        for p in &self.partitions {
+            let position = p.position.map_or("-".to_string(), |o| o.to_string());
+            out += &format!(
+                "{:<24} {:<32} {:>9} {:>12} {:>12} {:>12} {:>10}\n",
+                p.flow, p.topic, p.partition, p.log_start, p.end, position, p.lag
+            );
+        }
+        let total: i64 = self.partitions.iter().map(|p| p.lag).sum();
+        out += &format!("total lag: {total} records\n");
+        if !self.checkpoints.is_empty() {
+            out += &format!(
+                "\n{:<24} {:<24} {:<32} {:>9} {:>12} {:>12}\n",
+                "FLOW", "GROUP", "TOPIC", "PARTITION", "UPSTREAM", "DOWNSTREAM"
+            );
+            for c in &self.checkpoints {
+                out += &format!(
+                    "{:<24} {:<24} {:<32} {:>9} {:>12} {:>12}\n",
+                    c.flow, c.group, c.topic, c.partition, c.upstream, c.downstream
+                );
+            }
+        }
+        out
+    }
+}
