@@ -221,6 +221,10 @@ pub struct FlowConfig {
     /// deleted on the source (a saved position below the log start). Both log the loss.
     #[serde(default = "default_on_source_gap")]
     pub on_source_gap: OnSourceGap,
+    /// While a flow is behind, one INFO line this often (ms) gives records/s and the total lag.
+    /// Default 30,000.
+    #[serde(default = "default_progress_ms")]
+    pub progress_log_interval_ms: u64,
     /// Kafka Connect offsets topic on the target where a MirrorMaker 2 that ran this flow before
     /// kept its source offsets; source partitions Strait has no position for resume there.
     /// Default `mm2-offsets.<source-alias>.internal` (MM2's dedicated mode).
@@ -323,6 +327,9 @@ fn default_transaction_timeout_ms() -> u64 {
 fn default_offset_lag_max() -> u64 {
     100
 }
+fn default_progress_ms() -> u64 {
+    30_000
+}
 fn default_on_source_gap() -> OnSourceGap {
     OnSourceGap::Continue
 }
@@ -419,6 +426,8 @@ pub struct Flow {
     pub on_source_gap: OnSourceGap,
     /// MM2's source offsets topic on the target (cut-over from MM2).
     pub mm2_offsets_topic: String,
+    /// Interval of the "catching up" progress line.
+    pub progress_log_interval: Duration,
     /// Topic config sync interval; `None` when off.
     pub sync_topic_configs_interval: Option<Duration>,
     /// Topic config names never synced (besides MM2's list).
@@ -656,6 +665,7 @@ impl Config {
                 refresh_topics_interval: ms("refresh_topics_interval_ms", f.refresh_topics_interval_ms)?,
                 start_from: f.start_from,
                 on_source_gap: f.on_source_gap,
+                progress_log_interval: ms("progress_log_interval_ms", f.progress_log_interval_ms)?,
                 mm2_offsets_topic: f
                     .mm2_offsets_topic
                     .clone()

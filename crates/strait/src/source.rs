@@ -47,6 +47,8 @@ pub struct KafkaSource {
     emit_starts: bool,
     /// `strait_replication_lag_records` per partition, set at each acknowledgement.
     lag: HashMap<(Arc<str>, i32), Gauge>,
+    /// Records acknowledged since the last progress line, and when that was.
+    progress: (u64, Instant),
     next_refresh: Instant,
 }
 
@@ -88,6 +90,7 @@ impl KafkaSource {
             unsaved_starts: HashMap::new(),
             emit_starts: false,
             lag: HashMap::new(),
+            progress: (0, Instant::now()),
             next_refresh: Instant::now(),
         };
         let topics = source.refresh().await?;
@@ -265,6 +268,23 @@ impl KafkaSource {
     }
 }
 
+impl KafkaSource {
+    /// While the flow is behind, one INFO line every `progress_log_interval_ms`: records/s since
+    /// the last line and the total lag.
+    fn log_progress(&mut self) {
+        let elapsed = self.progress.1.elapsed();
+        if elapsed < self.flow.progress_log_interval {
+            return;
+        }
+        let lag: i64 = self.lag.values().map(Gauge::get).sum();
+        if lag > 0 {
+            let rate = (self.progress.0 as f64 / elapsed.as_secs_f64()).round() as u64;
+            tracing::info!(flow = %self.flow.name, records_per_s = rate, lag, "catching up");
+        }
+        self.progress = (0, Instant::now());
+    }
+}
+
 /// The one shared copy of a topic name.
 fn shared_name(names: &mut HashMap<String, Arc<str>>, topic: &str) -> Arc<str> {
     match names.get(topic) {
@@ -378,8 +398,11 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
                     self.lag.entry(key.clone()).or_insert_with(|| metrics().lag(source, target, &p.topic, p.partition));
                 gauge.set((high - (p.offset + 1)).max(0));
             }
-            self.resume.insert(key, Offset::Offset(p.offset + 1));
+            if let Some(Offset::Offset(previous)) = self.resume.insert(key, Offset::Offset(p.offset + 1)) {
+                self.progress.0 += (p.offset + 1 - previous).max(0) as u64;
+            }
         }
+        self.log_progress();
         Ok(())
     }
 

@@ -33,7 +33,7 @@ async fn metrics_health_and_ready_through_real_brokers() {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap().to_string()
     };
-    let strait = Strait::launch(&f.p, &f.config(""), "info", &["--metrics-addr", &addr]);
+    let strait = Strait::launch(&f.p, &f.config("progress_log_interval_ms = 200"), "info", &["--metrics-addr", &addr]);
     let partition =
         |p: i32| format!("source=\"{}\",target=\"{}\",topic=\"{}\",partition=\"{p}\"", f.src, f.dst, f.topic);
     // While the backlog is copied, the lag shows records not yet replicated; then it drops to 0.
@@ -63,7 +63,11 @@ async fn metrics_health_and_ready_through_real_brokers() {
     assert_eq!(get(&addr, "/health").map(|r| r.0), Some(200));
     assert_eq!(get(&addr, "/ready").map(|r| r.0), Some(200));
     eprintln!("max lag seen on partition 0 while catching up: {max_lag}");
+    let logs = strait.logs();
     assert!(strait.stop().success());
+    let progress =
+        logs.lines().find(|l| l.contains("catching up")).unwrap_or_else(|| panic!("a progress line: {logs}"));
+    assert!(progress.contains("records_per_s=") && progress.contains("lag="), "{progress}");
 }
 
 /// `strait status` reads where a flow stands from the clusters alone, with Strait stopped.
