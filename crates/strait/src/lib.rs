@@ -15,6 +15,7 @@ pub mod config;
 pub mod control;
 pub mod flow;
 pub mod http;
+pub mod import_mm2;
 pub mod kafka;
 pub mod metrics;
 pub mod mm2_offsets;

@@ -54,6 +54,12 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: Output,
     },
+    /// Write a Strait config (TOML, on stdout) from a MirrorMaker 2 dedicated-mode properties
+    /// file; every key it cannot carry is listed on stderr with the reason.
+    ImportMm2 {
+        /// Path of MM2's properties file (`connect-mirror-maker.properties`).
+        properties: PathBuf,
+    },
     /// Print a source consumer group's committed offsets and their translation to the target,
     /// per topic partition: the numbers its checkpoints carry (MM2 `RemoteClusterUtils.translateOffsets`).
     TranslateOffsets {
@@ -90,11 +96,15 @@ fn main() -> ExitCode {
         LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
     }
+    if let Command::ImportMm2 { properties } = &cli.command {
+        return import_mm2(properties);
+    }
     let path = match &cli.command {
         Command::Run { config, .. }
         | Command::Validate { config }
         | Command::Status { config, .. }
         | Command::TranslateOffsets { config, .. } => config,
+        Command::ImportMm2 { properties } => properties,
     };
     let (flows, listen) = match Config::load_with_metrics(path) {
         Ok(loaded) => loaded,
@@ -117,7 +127,7 @@ fn main() -> ExitCode {
                     }
                     Command::Run { metrics_addr, .. } => rt.block_on(run(flows, metrics_addr.or(listen))),
                     Command::Status { output, .. } => rt.block_on(status(flows, output)),
-                    Command::Validate { .. } => unreachable!("handled above"),
+                    Command::Validate { .. } | Command::ImportMm2 { .. } => unreachable!("handled above"),
                 };
                 // Don't wait for a connection attempt still blocked in librdkafka (up to 10 s).
                 rt.shutdown_background();
@@ -128,6 +138,35 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+fn import_mm2(path: &std::path::Path) -> ExitCode {
+    let props = match std::fs::File::open(path)
+        .map_err(|e| e.to_string())
+        .and_then(|f| java_properties::read(std::io::BufReader::new(f)).map_err(|e| e.to_string()))
+    {
+        Ok(props) => props,
+        Err(e) => {
+            print_err!("strait: cannot read {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    match strait::import_mm2::import(&props) {
+        Ok(imported) => {
+            for (key, why) in &imported.dropped {
+                print_err!("strait: not carried: {key}: {why}");
+            }
+            for note in &imported.notes {
+                print_err!("strait: note: {note}");
+            }
+            print_out(&imported.toml);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            print_err!("strait: cannot import {}: {e}", path.display());
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -1,6 +1,6 @@
-//! Cut-over from a running MirrorMaker 2 (Kafka's own, from Maven Central): Strait, started on
-//! the same flow after MM2 stopped, resumes where MM2's source offsets say instead of copying
-//! every partition again.
+//! Cut-over from a running MirrorMaker 2 (Kafka's own, from Maven Central): Strait, configured by
+//! `strait import-mm2` from MM2's own properties and started after MM2 stopped, resumes where
+//! MM2's source offsets say instead of copying every partition again.
 
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,16 @@ async fn strait_resumes_where_mirror_maker_2_stopped() {
     );
     let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(format!("{}-mm2", f.p));
     let mut mm2 = strait_testkit::start_mirror_maker(&dir, &props).expect("MirrorMaker 2 starts");
-    let config = f.config("");
+    // Strait's config comes from MM2's own properties.
+    let imported = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .arg("import-mm2")
+        .arg(dir.join("mm2.properties"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{stderr}");
+    assert!(stderr.contains("not carried: offset.flush.interval.ms"), "every key left out is listed: {stderr}");
+    let config = String::from_utf8(imported.stdout).unwrap();
     let flow = Config::parse(&config).unwrap().remove(0);
     // MM2 copied the first 100 and flushed its source offsets (every second here).
     let deadline = Instant::now() + Duration::from_secs(120);

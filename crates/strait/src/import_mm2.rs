@@ -1,0 +1,285 @@
+//! `strait import-mm2`: a Strait config from a MirrorMaker 2 dedicated-mode properties file
+//! (`connect-mirror-maker.properties`): clusters and their security settings (under librdkafka's
+//! names), enabled `A->B` flows and the MM2 settings Strait has, per flow or global as MM2 reads
+//! them. Every key it cannot carry is returned with the reason, so nothing is dropped silently.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use toml::{Table, Value};
+
+/// The imported config and what could not be carried.
+pub struct Imported {
+    /// Strait's TOML.
+    pub toml: String,
+    /// (key, why it was not carried), sorted by key.
+    pub dropped: Vec<(String, String)>,
+    /// Differences of behaviour worth knowing (MM2 defaults Strait does not share).
+    pub notes: Vec<String>,
+}
+
+/// MM2 flow settings Strait has: (MM2 key, Strait key, how the value converts).
+const FLOW_SETTINGS: &[(&str, &str, Convert)] = &[
+    ("topics", "topics", Convert::List),
+    ("topics.exclude", "topics_exclude", Convert::List),
+    ("topics.blacklist", "topics_exclude", Convert::List),
+    ("groups", "groups", Convert::List),
+    ("groups.exclude", "groups_exclude", Convert::List),
+    ("groups.blacklist", "groups_exclude", Convert::List),
+    ("replication.policy.class", "replication_policy", Convert::Policy),
+    ("replication.policy.separator", "separator", Convert::Text),
+    ("offset-syncs.topic.location", "offset_syncs_topic_location", Convert::Text),
+    ("sync.group.offsets.enabled", "sync_group_offsets", Convert::Bool),
+    ("sync.group.offsets.interval.seconds", "sync_group_offsets_interval_ms", Convert::SecondsToMs),
+    ("emit.checkpoints.enabled", "emit_checkpoints", Convert::Bool),
+    ("emit.checkpoints.interval.seconds", "emit_checkpoints_interval_ms", Convert::SecondsToMs),
+    ("emit.heartbeats.enabled", "emit_heartbeats", Convert::Bool),
+    ("emit.heartbeats.interval.seconds", "emit_heartbeats_interval_ms", Convert::SecondsToMs),
+    ("offset.lag.max", "offset_lag_max", Convert::Integer),
+    ("refresh.topics.interval.seconds", "refresh_topics_interval_ms", Convert::SecondsToMs),
+    ("refresh.groups.interval.seconds", "refresh_groups_interval_ms", Convert::SecondsToMs),
+    ("replication.factor", "replication_factor", Convert::Integer),
+    ("sync.topic.configs.enabled", "sync_topic_configs", Convert::Bool),
+    ("sync.topic.configs.interval.seconds", "sync_topic_configs_interval_ms", Convert::SecondsToMs),
+    ("config.properties.exclude", "sync_topic_configs_exclude", Convert::List),
+];
+
+#[derive(Clone, Copy)]
+enum Convert {
+    List,
+    Text,
+    Bool,
+    Integer,
+    SecondsToMs,
+    Policy,
+}
+
+/// Why a key that is not a Strait setting is left out.
+fn reason(key: &str) -> &'static str {
+    let last = key.rsplit_once("->").map_or(key, |(_, k)| k);
+    let last = last.split_once('.').filter(|(alias, _)| !alias.contains('-')).map_or(last, |(_, k)| k);
+    if key.ends_with("tasks.max") {
+        "Strait has no Connect tasks: one flow reads every partition"
+    } else if key.ends_with("topic.replication.factor") || key.ends_with("storage.replication.factor") {
+        "Strait creates every topic with the flow's replication_factor"
+    } else if ["offset.storage", "config.storage", "status.storage", "dedicated.mode", "listeners", "rest."]
+        .iter()
+        .any(|p| key.contains(p))
+    {
+        "a Kafka Connect setting: Strait does not run on Connect"
+    } else if key.contains("sync.topic.acls") {
+        "ACL sync is not supported"
+    } else if [".producer.", ".consumer.", ".admin."].iter().any(|p| key.contains(p))
+        || ["producer.", "consumer.", "admin."].iter().any(|p| last.starts_with(p))
+    {
+        "a Java client override: set the librdkafka equivalent in the cluster's [clusters.client] table"
+    } else if key.contains("ssl.") {
+        "a Java TLS store librdkafka cannot read: convert it to PEM (ssl.ca.location, ssl.certificate.location, ssl.key.location) or PKCS#12 (ssl.keystore.location)"
+    } else {
+        "not a setting Strait has"
+    }
+}
+
+/// Reads `username` and `password` out of a `PlainLoginModule` or `ScramLoginModule` JAAS line.
+fn jaas_credentials(jaas: &str) -> Option<(String, String)> {
+    if !(jaas.contains("PlainLoginModule") || jaas.contains("ScramLoginModule")) {
+        return None;
+    }
+    let field = |name: &str| {
+        let start = jaas.find(&format!("{name}=\""))? + name.len() + 2;
+        Some(jaas[start..].split('"').next()?.to_string())
+    };
+    Some((field("username")?, field("password")?))
+}
+
+fn convert(key: &str, value: &str, how: Convert) -> Result<Value, String> {
+    let bad = |what: &str| format!("{key} = {value:?}: {what}");
+    Ok(match how {
+        Convert::List => Value::Array(
+            value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| Value::String(s.into())).collect(),
+        ),
+        Convert::Text => Value::String(value.trim().into()),
+        Convert::Bool => Value::Boolean(value.trim().parse().map_err(|_| bad("not true or false"))?),
+        Convert::Integer => Value::Integer(value.trim().parse().map_err(|_| bad("not an integer"))?),
+        Convert::SecondsToMs => {
+            Value::Integer(value.trim().parse::<i64>().map_err(|_| bad("not a number of seconds"))? * 1000)
+        }
+        Convert::Policy => Value::String(
+            match value.trim().rsplit('.').next() {
+                Some("DefaultReplicationPolicy") => "default",
+                Some("IdentityReplicationPolicy") => "identity",
+                _ => {
+                    return Err(bad(
+                        "only MM2's DefaultReplicationPolicy and IdentityReplicationPolicy exist in Strait",
+                    ))
+                }
+            }
+            .into(),
+        ),
+    })
+}
+
+/// Imports `props` (an MM2 properties file, read). Errors: no `clusters`, a cluster without
+/// `bootstrap.servers`, or a value that does not convert, naming the key.
+pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
+    let mut used: HashSet<String> = HashSet::new();
+    let mut notes = Vec::new();
+    let get = |key: &str, used: &mut HashSet<String>| {
+        let v = props.get(key)?;
+        used.insert(key.to_string());
+        Some(v.clone())
+    };
+    let aliases: Vec<String> = get("clusters", &mut used)
+        .ok_or("clusters: missing (MM2's list of cluster aliases)")?
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut clusters = Vec::new();
+    for alias in &aliases {
+        let mut cluster = Table::new();
+        cluster.insert("alias".into(), Value::String(alias.clone()));
+        let servers = get(&format!("{alias}.bootstrap.servers"), &mut used)
+            .ok_or_else(|| format!("{alias}.bootstrap.servers: missing"))?;
+        cluster.insert("bootstrap_servers".into(), Value::String(servers));
+        // A cluster's own setting wins over the global one, as in MM2.
+        let setting =
+            |name: &str, used: &mut HashSet<String>| get(&format!("{alias}.{name}"), used).or_else(|| get(name, used));
+        let mut client = Table::new();
+        if let Some(v) = setting("security.protocol", &mut used) {
+            client.insert("security.protocol".into(), Value::String(v));
+        }
+        if let Some(v) = setting("sasl.mechanism", &mut used) {
+            client.insert("sasl.mechanisms".into(), Value::String(v));
+        }
+        if let Some(jaas) = setting("sasl.jaas.config", &mut used) {
+            let (user, password) = jaas_credentials(&jaas).ok_or_else(|| {
+                format!("{alias}.sasl.jaas.config: only PlainLoginModule and ScramLoginModule with username and password can be carried")
+            })?;
+            client.insert("sasl.username".into(), Value::String(user));
+            client.insert("sasl.password".into(), Value::String(password));
+        }
+        if let Some(v) = setting("ssl.endpoint.identification.algorithm", &mut used) {
+            let v = if v.trim().is_empty() { "none".to_string() } else { v };
+            client.insert("ssl.endpoint.identification.algorithm".into(), Value::String(v));
+        }
+        let pem_truststore = setting("ssl.truststore.type", &mut used).is_some_and(|t| t.eq_ignore_ascii_case("PEM"));
+        if pem_truststore {
+            if let Some(v) = setting("ssl.truststore.location", &mut used) {
+                client.insert("ssl.ca.location".into(), Value::String(v));
+            }
+        }
+        let pkcs12_keystore = setting("ssl.keystore.type", &mut used).is_some_and(|t| t.eq_ignore_ascii_case("PKCS12"));
+        if pkcs12_keystore {
+            for (mm2, librdkafka) in
+                [("ssl.keystore.location", "ssl.keystore.location"), ("ssl.keystore.password", "ssl.keystore.password")]
+            {
+                if let Some(v) = setting(mm2, &mut used) {
+                    client.insert(librdkafka.into(), Value::String(v));
+                }
+            }
+        }
+        if let Some(v) = setting("ssl.key.password", &mut used) {
+            client.insert("ssl.key.password".into(), Value::String(v));
+        }
+        if !client.is_empty() {
+            cluster.insert("client".into(), Value::Table(client));
+        }
+        clusters.push(Value::Table(cluster));
+    }
+    let mut flows = Vec::new();
+    let mut enabled: Vec<(String, String)> = props
+        .iter()
+        .filter_map(|(k, v)| {
+            let (source, target) = k.strip_suffix(".enabled")?.split_once("->")?;
+            used.insert(k.clone());
+            (v.trim() == "true").then(|| (source.to_string(), target.to_string()))
+        })
+        .collect();
+    enabled.sort();
+    for (source, target) in enabled {
+        let mut flow = Table::new();
+        flow.insert("source".into(), Value::String(source.clone()));
+        flow.insert("target".into(), Value::String(target.clone()));
+        for &(mm2, strait, how) in FLOW_SETTINGS {
+            let flow_key = format!("{source}->{target}.{mm2}");
+            let value = get(&flow_key, &mut used)
+                .map(|v| (flow_key, v))
+                .or_else(|| get(mm2, &mut used).map(|v| (mm2.to_string(), v)));
+            if let Some((key, value)) = value {
+                flow.insert(strait.into(), convert(&key, &value, how)?);
+            }
+        }
+        if !flow.contains_key("offset_syncs_topic_location") {
+            notes.push(format!(
+                "{source}->{target}: MM2 keeps offset syncs on the source by default; Strait keeps them on the target (set offset_syncs_topic_location = \"source\" to keep MM2's place)"
+            ));
+        }
+        let eos = get(&format!("{target}.exactly.once.source.support"), &mut used)
+            .or_else(|| get("exactly.once.source.support", &mut used));
+        if eos.is_some_and(|v| v.trim() == "enabled") {
+            flow.insert("delivery".into(), Value::String("exactly_once".into()));
+        }
+        flows.push(Value::Table(flow));
+    }
+    let mut root = Table::new();
+    root.insert("clusters".into(), Value::Array(clusters));
+    root.insert("flows".into(), Value::Array(flows));
+    let toml = toml::to_string(&root).map_err(|e| format!("cannot write TOML: {e}"))?;
+    let dropped: BTreeMap<String, String> =
+        props.keys().filter(|k| !used.contains(*k)).map(|k| (k.clone(), reason(k).to_string())).collect();
+    Ok(Imported { toml, dropped: dropped.into_iter().collect(), notes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(text: &str) -> HashMap<String, String> {
+        java_properties::read(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn mm2_properties_become_a_valid_strait_config_and_the_rest_is_listed() {
+        let imported = import(&props(
+            "clusters = eu, us\n\
+             eu.bootstrap.servers = kafka-eu:9092\n\
+             us.bootstrap.servers = kafka-us:9092\n\
+             eu->us.enabled = true\n\
+             us->eu.enabled = false\n\
+             eu->us.topics = orders.*, payments\n\
+             topics.exclude = .*\\\\.tmp\n\
+             replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n\
+             emit.checkpoints.interval.seconds = 20\n\
+             sync.group.offsets.enabled = true\n\
+             us.security.protocol = SASL_SSL\n\
+             us.sasl.mechanism = SCRAM-SHA-512\n\
+             us.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username=\"strait\" password=\"pw\";\n\
+             tasks.max = 4\n\
+             checkpoints.topic.replication.factor = 1\n\
+             us.producer.linger.ms = 20\n",
+        ))
+        .unwrap();
+        let flows = crate::config::Config::parse(&imported.toml).unwrap_or_else(|e| panic!("{e}\n{}", imported.toml));
+        assert_eq!(flows.len(), 1, "{}", imported.toml);
+        let flow = &flows[0];
+        assert_eq!(flow.name, "eu->us");
+        assert!(flow.replicates("orders.x") && flow.replicates("payments") && !flow.replicates("orders.x.tmp"));
+        assert_eq!(flow.policy.remote_topic("eu", "orders"), "orders", "identity policy");
+        assert_eq!(flow.emit_checkpoints_interval, std::time::Duration::from_secs(20));
+        assert!(flow.sync_group_offsets);
+        assert_eq!(flow.target.client.get("sasl.username").map(String::as_str), Some("strait"));
+        assert_eq!(flow.target.client.get("sasl.mechanisms").map(String::as_str), Some("SCRAM-SHA-512"));
+        let dropped: Vec<&str> = imported.dropped.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(dropped, ["checkpoints.topic.replication.factor", "tasks.max", "us.producer.linger.ms"]);
+        assert!(imported.dropped[2].1.contains("librdkafka"), "{:?}", imported.dropped);
+        assert_eq!(imported.notes.len(), 1, "offset syncs location differs: {:?}", imported.notes);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert!(import(&props("a.bootstrap.servers = x\n")).err().unwrap().starts_with("clusters"));
+        assert!(import(&props("clusters = a\n")).err().unwrap().starts_with("a.bootstrap.servers"));
+        let bad = "clusters = a, b\na.bootstrap.servers = x\nb.bootstrap.servers = y\na->b.enabled = true\nreplication.policy.class = com.acme.Custom\n";
+        assert!(import(&props(bad)).err().unwrap().starts_with("replication.policy.class"));
+    }
+}
