@@ -18,6 +18,7 @@ use crate::kafka::control_producer;
 use crate::metrics::metrics;
 use crate::sink::TargetSink;
 use crate::source::KafkaSource;
+use crate::watch::{run_watch, Committed};
 
 /// First wait before retrying a start; doubled per failure.
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
@@ -40,7 +41,10 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     };
     let up = |running: bool| metrics().set_flow_up(&flow.name, &flow.source.alias, &flow.target.alias, running);
     up(false);
-    let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, refused, || start(flow.clone())).await? else {
+    let committed = Committed::default();
+    let Some((source, sink)) =
+        with_backoff(&flow, "flow", &cancel, refused, || start(flow.clone(), committed.clone())).await?
+    else {
         return Ok(());
     };
     up(true);
@@ -57,6 +61,7 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     let side_cancel = cancel.child_token();
     let mut side = tokio::task::JoinSet::new();
     side.spawn(run_topic_config_sync(flow.clone(), side_cancel.clone()));
+    side.spawn(run_watch(flow.clone(), committed, side_cancel.clone()));
     if flow.emit_heartbeats || flow.emit_checkpoints || flow.sync_group_offsets {
         let producer = control_producer(&flow.target).map_err(|e| ConnectError::backend("control producer", e))?;
         if flow.emit_heartbeats {
@@ -135,8 +140,8 @@ async fn run_checkpoints(flow: Arc<Flow>, producer: rdkafka::producer::FuturePro
 
 /// The sink first: it fences a previous instance (exactly-once) and reads the saved positions,
 /// from which the source starts.
-async fn start(flow: Arc<Flow>) -> ConnectResult<(KafkaSource, TargetSink)> {
+async fn start(flow: Arc<Flow>, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
     let (sink, saved) = TargetSink::start(flow.clone()).await?;
-    let source = KafkaSource::start(flow, saved).await?;
+    let source = KafkaSource::start(flow, saved, committed).await?;
     Ok((source, sink))
 }

@@ -77,26 +77,6 @@ pub fn topic_partition_counts<C: ClientContext>(
         .collect())
 }
 
-/// The high watermark of `topic`/`partition` that `consumer` learned from its last fetch
-/// (librdkafka's cache, no request), or `None` before any fetch. rdkafka binds only the variant
-/// that asks the broker.
-pub fn cached_high_watermark(consumer: &BaseConsumer, topic: &str, partition: i32) -> Option<i64> {
-    let topic = std::ffi::CString::new(topic).ok()?;
-    let (mut low, mut high) = (-1i64, -1i64);
-    // SAFETY: the client pointer is live for the call; the topic is NUL-terminated and the two
-    // out-pointers are valid i64s.
-    let err = unsafe {
-        rdkafka::bindings::rd_kafka_get_watermark_offsets(
-            consumer.client().native_ptr(),
-            topic.as_ptr(),
-            partition,
-            &mut low,
-            &mut high,
-        )
-    };
-    (err == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
-}
-
 /// Error codes that mean the cluster refuses Strait's credentials or lacks an ACL for it.
 const DENIED: &[RDKafkaErrorCode] = &[
     RDKafkaErrorCode::Authentication,

@@ -7,7 +7,7 @@
 //! [`config::Flow`]s.
 //!
 //! Layers, each importing only those below it:
-//! `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets` →
+//! `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch` →
 //! `source`, `sink`, `control`, `status` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
@@ -26,3 +26,4 @@ pub mod rules;
 pub mod sink;
 pub mod source;
 pub mod status;
+pub mod watch;

@@ -68,8 +68,8 @@ pub struct Metrics {
     residency_dropped: Family<TopicLabels, Counter>,
     loop_guard_dropped: Family<FlowLabels, Counter>,
     checkpoints: Family<FlowLabels, Counter>,
-    /// Flow name → running, for `/ready`.
-    flows: Mutex<BTreeMap<String, bool>>,
+    /// Flow name → (running, target answers), for `/ready`.
+    flows: Mutex<BTreeMap<String, (bool, bool)>>,
 }
 
 /// The handles the data path updates for one source partition.
@@ -176,13 +176,27 @@ impl Metrics {
     /// Records whether the flow `name` (`source` → `target`) runs (`strait_flow_up`, `/ready`).
     pub fn set_flow_up(&self, name: &str, source: &str, target: &str, up: bool) {
         self.flow_up.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).set(i64::from(up));
-        self.flows.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), up);
+        self.flows.lock().unwrap_or_else(|e| e.into_inner()).entry(name.to_string()).or_insert((false, true)).0 = up;
     }
 
-    /// The flows that are not running (empty when every flow runs), for `/ready`.
+    /// Records whether the target of flow `name` answered its last probe (`/ready`).
+    pub fn set_target_answers(&self, name: &str, answers: bool) {
+        self.flows.lock().unwrap_or_else(|e| e.into_inner()).entry(name.to_string()).or_insert((false, true)).1 =
+            answers;
+    }
+
+    /// What keeps each flow from being ready (not running, or its target not answering), for
+    /// `/ready`; empty when every flow is ready.
     pub fn flows_down(&self) -> Vec<String> {
         let flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
-        flows.iter().filter(|(_, up)| !**up).map(|(name, _)| name.clone()).collect()
+        flows
+            .iter()
+            .filter_map(|(name, (up, answers))| match (up, answers) {
+                (false, _) => Some(format!("{name} (not running)")),
+                (true, false) => Some(format!("{name} (target not answering)")),
+                (true, true) => None,
+            })
+            .collect()
     }
 
     /// The registry in Prometheus' text format (OpenMetrics).
@@ -191,5 +205,40 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every metric the Grafana dashboard in `deploy/` queries is one Strait exports.
+    #[test]
+    fn the_dashboard_queries_only_exported_metrics() {
+        let m = Metrics::new();
+        // A family is encoded once it has a series.
+        m.partition("a", "b", "t", 0).latency.observe(1.0);
+        m.lag("a", "b", "t", 0).set(0);
+        m.residency_dropped("a", "b", "t").inc();
+        m.loop_guard_dropped("a", "b").inc();
+        m.checkpoints("a", "b").inc();
+        m.set_flow_up("a->b", "a", "b", true);
+        let exported = m.encode();
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../../../deploy/grafana-dashboard.json")).expect("dashboard JSON");
+        let mut queried = Vec::new();
+        for panel in dashboard["panels"].as_array().expect("panels") {
+            for target in panel["targets"].as_array().expect("targets") {
+                let expr = target["expr"].as_str().expect("expr");
+                let names =
+                    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("strait_"));
+                queried
+                    .extend(names.map(|n| ["_bucket", "_total"].iter().fold(n, |n, s| n.strip_suffix(s).unwrap_or(n))));
+            }
+        }
+        assert!(queried.len() >= 10, "{queried:?}");
+        for family in queried {
+            assert!(exported.contains(&format!("# TYPE {family} ")), "the dashboard queries {family}: not exported");
+        }
     }
 }

@@ -12,19 +12,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use prometheus_client::metrics::gauge::Gauge;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 
 use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
-use crate::kafka::{
-    blocking, cached_high_watermark, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT,
-};
-use crate::metrics::metrics;
+use crate::kafka::{blocking, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
 use crate::record::ReplicatedRecord;
+use crate::watch::Committed;
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
@@ -45,10 +42,8 @@ pub struct KafkaSource {
     unsaved_starts: HashMap<(Arc<str>, i32), i64>,
     /// The next poll hands [`Self::unsaved_starts`] over (after a refresh or a rewind).
     emit_starts: bool,
-    /// `strait_replication_lag_records` per partition, set at each acknowledgement.
-    lag: HashMap<(Arc<str>, i32), Gauge>,
-    /// Records acknowledged since the last progress line, and when that was.
-    progress: (u64, Instant),
+    /// The committed position of each assigned partition, read by [`crate::watch`].
+    committed: Committed,
     next_refresh: Instant,
 }
 
@@ -71,8 +66,8 @@ const CONSUMER_SETTINGS: &[(&str, &str)] = &[
 
 impl KafkaSource {
     /// Connects to the source cluster and assigns every selected partition from its position in
-    /// `saved` (earliest when none). Errors: a backend error when the source cluster cannot be listed.
-    pub async fn start(flow: Arc<Flow>, saved: Positions) -> ConnectResult<Self> {
+    /// `saved` (earliest when none); assigned and committed positions are recorded in `committed`. Errors: a backend error when the source cluster cannot be listed.
+    pub async fn start(flow: Arc<Flow>, saved: Positions, committed: Committed) -> ConnectResult<Self> {
         let consumer: BaseConsumer = flow
             .source
             .client_config(CONSUMER_SETTINGS)
@@ -89,8 +84,7 @@ impl KafkaSource {
             resume: HashMap::new(),
             unsaved_starts: HashMap::new(),
             emit_starts: false,
-            lag: HashMap::new(),
-            progress: (0, Instant::now()),
+            committed,
             next_refresh: Instant::now(),
         };
         let topics = source.refresh().await?;
@@ -261,27 +255,11 @@ impl KafkaSource {
                 self.unsaved_starts.insert((name.clone(), p), end);
                 self.emit_starts = true;
             }
+            self.committed.set(&topic, p, if let Offset::Offset(o) = offset { Some(o) } else { None });
             self.resume.insert((name, p), offset);
             self.assigned.insert((topic, p));
         }
         Ok(selected)
-    }
-}
-
-impl KafkaSource {
-    /// While the flow is behind, one INFO line every `progress_log_interval_ms`: records/s since
-    /// the last line and the total lag.
-    fn log_progress(&mut self) {
-        let elapsed = self.progress.1.elapsed();
-        if elapsed < self.flow.progress_log_interval {
-            return;
-        }
-        let lag: i64 = self.lag.values().map(Gauge::get).sum();
-        if lag > 0 {
-            let rate = (self.progress.0 as f64 / elapsed.as_secs_f64()).round() as u64;
-            tracing::info!(flow = %self.flow.name, records_per_s = rate, lag, "catching up");
-        }
-        self.progress = (0, Instant::now());
     }
 }
 
@@ -391,18 +369,9 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         for p in positions {
             let key = (p.topic.clone(), p.partition);
             self.unsaved_starts.remove(&key);
-            // The high watermark of the last fetch, cached by librdkafka: no request.
-            if let Some(high) = cached_high_watermark(&self.consumer, &p.topic, p.partition) {
-                let (source, target) = (&self.flow.source.alias, &self.flow.target.alias);
-                let gauge =
-                    self.lag.entry(key.clone()).or_insert_with(|| metrics().lag(source, target, &p.topic, p.partition));
-                gauge.set((high - (p.offset + 1)).max(0));
-            }
-            if let Some(Offset::Offset(previous)) = self.resume.insert(key, Offset::Offset(p.offset + 1)) {
-                self.progress.0 += (p.offset + 1 - previous).max(0) as u64;
-            }
+            self.committed.set(&p.topic, p.partition, Some(p.offset + 1));
+            self.resume.insert(key, Offset::Offset(p.offset + 1));
         }
-        self.log_progress();
         Ok(())
     }
 

@@ -28,7 +28,7 @@ async fn flow_with_records(prefix: &str, a: &str, b: &str) -> (String, String, S
     let config = two_cluster_config(
         (&src, a, ""),
         (&dst, b, ""),
-        &format!("topics = [\"{topic}\"]\ncommit_interval_ms = 300"),
+        &format!("topics = [\"{topic}\"]\ncommit_interval_ms = 300\nprogress_log_interval_ms = 1000"),
         "",
     );
     let producer = tokio::spawn(produce_sequenced(
@@ -68,13 +68,31 @@ async fn at_least_once_through_target_and_source_broker_restarts() {
     let (mut source, mut target) = (clusters.remove(0), clusters.remove(0));
     let (a, b) = (source.bootstrap.clone(), target.bootstrap.clone());
     let (p, remote, config, producer) = flow_with_records("restarts", &a, &b).await;
-    let strait = Strait::start(&p, &config);
+    let metrics = free_addr();
+    let strait = Strait::launch(&p, &config, "info", &["--metrics-addr", &metrics]);
     wait_until("replication under way", Duration::from_secs(60), || count(&b, &remote).unwrap_or(0) > 5_000).await;
+    assert_eq!(http_get(&metrics, "/ready").map(|r| r.0), Some(200));
     target.kill().unwrap();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // While the target is down: not ready, and the lag grows as records keep arriving.
+    let lag = |scrape: &str| -> f64 {
+        scrape
+            .lines()
+            .filter(|l| l.starts_with("strait_replication_lag_records{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    wait_until("/ready says 503 and the lag grows", Duration::from_secs(20), || {
+        http_get(&metrics, "/ready").is_some_and(|r| r.0 == 503 && r.1.contains("target not answering"))
+            && http_get(&metrics, "/metrics").is_some_and(|r| lag(&r.1) > 0.0)
+    })
+    .await;
     target.restart().expect("target broker restarts");
     let before = count(&b, &remote).unwrap();
     resumes_within_30s("target broker restart", &b, &remote, before).await;
+    wait_until("/ready says 200 again", Duration::from_secs(30), || {
+        http_get(&metrics, "/ready").is_some_and(|r| r.0 == 200)
+    })
+    .await;
 
     assert!(!producer.is_finished(), "records still arrive when the source goes down");
     source.kill().unwrap();

@@ -1,27 +1,9 @@
 //! The operator endpoint through real brokers: `/metrics` in Prometheus' text format with the
 //! per-partition counters, lag and latency, `/health` and `/ready`.
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-
-/// `GET path` on `addr`: (status code, body).
-fn get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
-}
-
-/// The value of the sample `name{labels}` in a scrape, if present.
-fn sample(scrape: &str, name: &str, labels: &str) -> Option<f64> {
-    let prefix = format!("{name}{{{labels}}} ");
-    scrape.lines().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.trim().parse().ok())
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_health_and_ready_through_real_brokers() {
@@ -29,10 +11,7 @@ async fn metrics_health_and_ready_through_real_brokers() {
     let f = TopicFlow::new("metrics", 2).await;
     let records: Vec<Rec> = (0..2 * PER_PARTITION).map(|i| Rec::simple((i % 2) as i32, "v")).collect();
     produce(&f.a, &f.topic, &records).await;
-    let addr = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().to_string()
-    };
+    let addr = free_addr();
     let strait = Strait::launch(&f.p, &f.config("progress_log_interval_ms = 200"), "info", &["--metrics-addr", &addr]);
     let partition =
         |p: i32| format!("source=\"{}\",target=\"{}\",topic=\"{}\",partition=\"{p}\"", f.src, f.dst, f.topic);
@@ -40,7 +19,7 @@ async fn metrics_health_and_ready_through_real_brokers() {
     let deadline = Instant::now() + Duration::from_secs(120);
     let (mut max_lag, mut last) = (0.0f64, String::new());
     loop {
-        if let Some((200, scrape)) = get(&addr, "/metrics") {
+        if let Some((200, scrape)) = http_get(&addr, "/metrics") {
             max_lag = max_lag.max(sample(&scrape, "strait_replication_lag_records", &partition(0)).unwrap_or(0.0));
             let done =
                 (0..2).all(|p| sample(&scrape, "strait_records_total", &partition(p)) == Some(PER_PARTITION as f64));
@@ -53,15 +32,21 @@ async fn metrics_health_and_ready_through_real_brokers() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(max_lag > 0.0, "lag seen while catching up");
+    // The lag is read every 200 ms here (every 5 s by default): it reaches 0 once caught up.
+    wait_until("lag 0 once caught up", Duration::from_secs(10), || {
+        http_get(&addr, "/metrics").is_some_and(|(_, scrape)| {
+            (0..2).all(|p| sample(&scrape, "strait_replication_lag_records", &partition(p)) == Some(0.0))
+        })
+    })
+    .await;
     for p in 0..2 {
-        assert_eq!(sample(&last, "strait_replication_lag_records", &partition(p)), Some(0.0), "{last}");
         assert_eq!(sample(&last, "strait_replication_latency_ms_count", &partition(p)), Some(PER_PARTITION as f64));
         assert!(sample(&last, "strait_bytes_total", &partition(p)).unwrap() >= PER_PARTITION as f64, "{last}");
         assert!(sample(&last, "strait_offset_syncs_total", &partition(p)).unwrap() >= 1.0, "{last}");
     }
     assert_eq!(sample(&last, "strait_flow_up", &format!("source=\"{}\",target=\"{}\"", f.src, f.dst)), Some(1.0));
-    assert_eq!(get(&addr, "/health").map(|r| r.0), Some(200));
-    assert_eq!(get(&addr, "/ready").map(|r| r.0), Some(200));
+    assert_eq!(http_get(&addr, "/health").map(|r| r.0), Some(200));
+    assert_eq!(http_get(&addr, "/ready").map(|r| r.0), Some(200));
     eprintln!("max lag seen on partition 0 while catching up: {max_lag}");
     let logs = strait.logs();
     assert!(strait.stop().success());

@@ -1,0 +1,102 @@
+//! What an operator watches of a running flow, read every few seconds: the replication lag
+//! (source high watermarks asked of the source cluster against the positions the flow committed,
+//! so it keeps growing while the target is down and nothing commits), a "catching up" line every
+//! `progress_log_interval_ms` while behind, and whether the target answers (for `/ready`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::gauge::Gauge;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Flow;
+use crate::kafka::{blocking, METADATA_TIMEOUT};
+use crate::metrics::metrics;
+
+/// Longest time between two readings.
+const LAG_INTERVAL: Duration = Duration::from_secs(5);
+/// How long the target may take to answer a metadata request before it counts as down.
+const TARGET_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The next source offset of each assigned partition as committed (`None`: assigned at the log
+/// start, nothing committed yet). Written by the source, read by [`run_watch`].
+#[derive(Clone, Default)]
+pub struct Committed(Arc<Mutex<HashMap<(String, i32), Option<i64>>>>);
+
+impl Committed {
+    /// Records that `topic`/`partition` continues at `next` (`None`: at the log start).
+    pub fn set(&self, topic: &str, partition: i32, next: Option<i64>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert((topic.to_string(), partition), next);
+    }
+
+    fn snapshot(&self) -> Vec<((String, i32), Option<i64>)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+}
+
+/// Watches `flow` until `cancel`: sets its lag gauges, logs its progress while behind and
+/// records whether its target answers. A cluster that does not answer is read again next time.
+pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: CancellationToken) {
+    let clients =
+        flow.source.client_config(&[]).create().and_then(|s| Ok((s, flow.target.client_config(&[]).create()?)));
+    let (consumer, target): (Arc<BaseConsumer>, Arc<BaseConsumer>) = match clients {
+        Ok((s, t)) => (Arc::new(s), Arc::new(t)),
+        Err(e) => return tracing::error!(flow = %flow.name, error = %e, "lag readings cannot start"),
+    };
+    let mut tick = tokio::time::interval(LAG_INTERVAL.min(flow.progress_log_interval));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut gauges: HashMap<(String, i32), Gauge> = HashMap::new();
+    let (mut last_log, mut committed_then) = (Instant::now(), None::<i64>);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let probe = target.clone();
+        let answers = blocking(move || probe.fetch_metadata(None, TARGET_PROBE_TIMEOUT).is_ok()).await;
+        metrics().set_target_answers(&flow.name, answers);
+        let positions = committed.snapshot();
+        let reader = consumer.clone();
+        let read = blocking(move || {
+            positions
+                .into_iter()
+                .map(|((t, p), next)| {
+                    let (low, high) = reader.fetch_watermarks(&t, p, METADATA_TIMEOUT)?;
+                    let next = next.unwrap_or(low).max(low);
+                    Ok(((t, p), (high - next).max(0), next))
+                })
+                .collect::<Result<Vec<_>, rdkafka::error::KafkaError>>()
+        })
+        .await;
+        let readings = match read {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(flow = %flow.name, error = %e, "lag reading failed; retrying at the next one");
+                continue;
+            }
+        };
+        let (mut total_lag, mut total_committed) = (0, 0);
+        for ((topic, partition), lag, next) in readings {
+            total_lag += lag;
+            total_committed += next;
+            let (source, target) = (&flow.source.alias, &flow.target.alias);
+            gauges
+                .entry((topic.clone(), partition))
+                .or_insert_with(|| metrics().lag(source, target, &topic, partition))
+                .set(lag);
+        }
+        let elapsed = last_log.elapsed();
+        if elapsed >= flow.progress_log_interval {
+            if let (true, Some(then)) = (total_lag > 0, committed_then) {
+                let rate = ((total_committed - then).max(0) as f64 / elapsed.as_secs_f64()).round() as u64;
+                tracing::info!(flow = %flow.name, records_per_s = rate, lag = total_lag, "catching up");
+            }
+            (last_log, committed_then) = (Instant::now(), Some(total_committed));
+        } else if committed_then.is_none() {
+            committed_then = Some(total_committed);
+        }
+    }
+}
