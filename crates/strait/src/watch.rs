@@ -24,7 +24,10 @@ const TARGET_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// The next source offset of each assigned partition as committed (`None`: assigned at the log
 /// start, nothing committed yet). Written by the source, read by [`run_watch`].
 #[derive(Clone, Default)]
-pub struct Committed(Arc<Mutex<HashMap<(String, i32), Option<i64>>>>);
+pub struct Committed(Arc<Mutex<NextOffsets>>);
+
+/// Next offset per (topic, partition); `None`: the log start.
+type NextOffsets = HashMap<(String, i32), Option<i64>>;
 
 impl Committed {
     /// Records that `topic`/`partition` continues at `next` (`None`: at the log start).
