@@ -209,15 +209,22 @@ pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
                 flow.insert(strait.into(), convert(&key, &value, how)?);
             }
         }
-        if !flow.contains_key("offset_syncs_topic_location") {
-            notes.push(format!(
-                "{source}->{target}: MM2 keeps offset syncs on the source by default; Strait keeps them on the target (set offset_syncs_topic_location = \"source\" to keep MM2's place)"
-            ));
-        }
         let eos = get(&format!("{target}.exactly.once.source.support"), &mut used)
-            .or_else(|| get("exactly.once.source.support", &mut used));
-        if eos.is_some_and(|v| v.trim() == "enabled") {
+            .or_else(|| get("exactly.once.source.support", &mut used))
+            .is_some_and(|v| v.trim() == "enabled");
+        if eos {
             flow.insert("delivery".into(), Value::String("exactly_once".into()));
+        }
+        if !flow.contains_key("offset_syncs_topic_location") {
+            // MM2's default place: Strait goes on reading and writing the syncs MM2 left there,
+            // so group offsets MM2 replicated still translate after the cut-over.
+            let location = if eos { "target" } else { "source" };
+            flow.insert("offset_syncs_topic_location".into(), Value::String(location.into()));
+            notes.push(if eos {
+                format!("{source}->{target}: offset syncs go to the target (exactly-once writes them in its transactions), not to the source where MM2 kept them by default; group offsets MM2 replicated will translate once Strait's own syncs cover them")
+            } else {
+                format!("{source}->{target}: offset syncs stay on the source, MM2's default, so the syncs MM2 wrote keep translating group offsets (Strait's own default, \"target\", writes nothing to the source)")
+            });
         }
         flows.push(Value::Table(flow));
     }
@@ -272,7 +279,8 @@ mod tests {
         let dropped: Vec<&str> = imported.dropped.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(dropped, ["checkpoints.topic.replication.factor", "tasks.max", "us.producer.linger.ms"]);
         assert!(imported.dropped[2].1.contains("librdkafka"), "{:?}", imported.dropped);
-        assert_eq!(imported.notes.len(), 1, "offset syncs location differs: {:?}", imported.notes);
+        assert_eq!(flow.offset_syncs_location, crate::config::SyncsLocation::Source, "MM2's default place kept");
+        assert_eq!(imported.notes.len(), 1, "{:?}", imported.notes);
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Cut-over from a running MirrorMaker 2 (Kafka's own, from Maven Central): Strait, configured by
-//! `strait import-mm2` from MM2's own properties and started after MM2 stopped, resumes where
-//! MM2's source offsets say instead of copying every partition again.
+//! Cut-over from a running MirrorMaker 2 (Kafka's own, from Maven Central): MM2 copies a topic of
+//! 3 partitions and 30,000 records and checkpoints a group, then stops; Strait, configured by
+//! `strait import-mm2` from MM2's own properties, continues where MM2's source offsets say:
+//! nothing is copied twice, new records arrive once, and the group's checkpoints go on in the same
+//! topic without rewinding.
 
 use std::time::{Duration, Instant};
 
@@ -8,26 +10,33 @@ use strait::config::Config;
 
 use crate::support::*;
 
+const PARTITIONS: i32 = 3;
+const PER_PARTITION: i32 = 10_000;
+
 #[tokio::test(flavor = "multi_thread")]
 async fn strait_resumes_where_mirror_maker_2_stopped() {
-    const PARTITIONS: i32 = 2;
     let f = TopicFlow::new("cut", PARTITIONS).await;
     let batch = |label: &str, n: i32| -> Vec<Rec> {
         (0..n).map(|i| Rec::simple(i % PARTITIONS, &format!("{label}{i}"))).collect()
     };
-    produce(&f.a, &f.topic, &batch("mm2-", 100)).await;
+    produce(&f.a, &f.topic, &batch("mm2-", PARTITIONS * PER_PARTITION)).await;
+    let group = format!("{}-app", f.p);
+    let committed = |offset: i64| (0..PARTITIONS).map(|p| (f.topic.as_str(), p, offset)).collect::<Vec<_>>();
+    commit_group(&f.a, &group, &committed(4_000));
     let props = format!(
         "clusters = {s}, {d}\n{s}.bootstrap.servers = {a}\n{d}.bootstrap.servers = {b}\n{s}->{d}.enabled = true\n\
-         {d}->{s}.enabled = false\n{s}->{d}.topics = {t}\nreplication.factor = 1\n\
+         {d}->{s}.enabled = false\n{s}->{d}.topics = {t}\n{s}->{d}.groups = {g}\nreplication.factor = 1\n\
          checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n\
          offset-syncs.topic.replication.factor = 1\noffset.storage.replication.factor = 1\n\
          status.storage.replication.factor = 1\nconfig.storage.replication.factor = 1\n\
+         emit.checkpoints.interval.seconds = 1\nrefresh.groups.interval.seconds = 1\n\
          offset.flush.interval.ms = 1000\nsync.topic.acls.enabled = false\n",
         s = f.src,
         d = f.dst,
         a = f.a,
         b = f.b,
-        t = f.topic
+        t = f.topic,
+        g = group
     );
     let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(format!("{}-mm2", f.p));
     let mut mm2 = strait_testkit::start_mirror_maker(&dir, &props).expect("MirrorMaker 2 starts");
@@ -42,23 +51,34 @@ async fn strait_resumes_where_mirror_maker_2_stopped() {
     assert!(stderr.contains("not carried: offset.flush.interval.ms"), "every key left out is listed: {stderr}");
     let config = String::from_utf8(imported.stdout).unwrap();
     let flow = Config::parse(&config).unwrap().remove(0);
-    // MM2 copied the first 100 and flushed its source offsets (every second here).
-    let deadline = Instant::now() + Duration::from_secs(120);
+    // MM2 copied everything, flushed its source offsets (every second here) and checkpointed.
+    let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let offsets = strait::mm2_offsets::load(&flow).await.unwrap_or_default();
-        if (0..PARTITIONS).all(|p| offsets.get(&(f.topic.clone(), p)).is_some_and(|s| s.next_offset == 50)) {
+        let flushed = (0..PARTITIONS)
+            .all(|p| offsets.get(&(f.topic.clone(), p)).is_some_and(|s| s.next_offset == PER_PARTITION as i64));
+        let cps = checkpoints(&f.b, &f.src);
+        let checkpointed = (0..PARTITIONS).all(|p| last_checkpoint(&cps, &group, &f.remote, p).is_some());
+        if flushed && checkpointed {
             break;
         }
-        assert!(Instant::now() < deadline, "MM2 offsets not flushed: {offsets:?}; see {}", dir.display());
+        assert!(Instant::now() < deadline, "MM2 did not finish: {offsets:?}; see {}", dir.display());
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(count(&f.b, &f.remote), Some(100));
+    assert_eq!(count(&f.b, &f.remote), Some((PARTITIONS * PER_PARTITION) as i64));
     mm2.kill().unwrap();
     mm2.wait().unwrap();
+    let by_mm2 = checkpoints(&f.b, &f.src);
 
-    produce(&f.a, &f.topic, &batch("strait-", 60)).await;
+    produce(&f.a, &f.topic, &batch("strait-", 1_000)).await;
+    commit_group(&f.a, &group, &committed(9_000));
     let strait = Strait::start(&f.p, &config);
-    wait_replicated(&flow, &f.topic, PARTITIONS, 80, Duration::from_secs(60)).await;
+    wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION as usize + 333, Duration::from_secs(60)).await;
+    wait_until("Strait checkpoints the group's new offsets", Duration::from_secs(60), || {
+        let cps = checkpoints(&f.b, &f.src);
+        (0..PARTITIONS).all(|p| last_checkpoint(&cps, &group, &f.remote, p).is_some_and(|(up, _)| up == 9_000))
+    })
+    .await;
     let logs = strait.logs();
     assert!(strait.stop().success(), "{logs}");
     assert!(logs.contains("where MirrorMaker 2 stopped"), "{logs}");
@@ -67,6 +87,24 @@ async fn strait_resumes_where_mirror_maker_2_stopped() {
         .flatten()
         .map(|(_, r)| String::from_utf8(r.value.unwrap()).unwrap())
         .collect();
-    assert_eq!(values.len(), 160, "nothing MM2 copied is copied again");
-    assert_eq!(values.iter().filter(|v| v.starts_with("strait-")).count(), 60);
+    let distinct: std::collections::BTreeSet<&String> = values.iter().collect();
+    assert_eq!(values.len(), distinct.len(), "no record copied twice");
+    assert_eq!(values.len(), (PARTITIONS * PER_PARTITION + 1_000) as usize);
+    assert_eq!(values.iter().filter(|v| v.starts_with("strait-")).count(), 1_000);
+    // Checkpoints continue in MM2's topic, each partition's never behind MM2's last one.
+    let after = checkpoints(&f.b, &f.src);
+    for p in 0..PARTITIONS {
+        let (mm2_up, mm2_down) = last_checkpoint(&by_mm2, &group, &f.remote, p).unwrap();
+        let ours: Vec<(i64, i64)> = after
+            .iter()
+            .skip(by_mm2.len())
+            .filter(|c| c.group == group && c.topic == f.remote && c.partition == p)
+            .map(|c| (c.upstream.0, c.downstream.0))
+            .collect();
+        assert!(!ours.is_empty(), "Strait checkpointed partition {p}");
+        assert!(
+            ours.iter().all(|(up, down)| *up >= mm2_up && *down >= mm2_down),
+            "no rewind: MM2 {mm2_up}/{mm2_down}, Strait {ours:?}"
+        );
+    }
 }
