@@ -68,6 +68,7 @@ pub struct Metrics {
     residency_dropped: Family<TopicLabels, Counter>,
     loop_guard_dropped: Family<FlowLabels, Counter>,
     checkpoints: Family<FlowLabels, Counter>,
+    group_offset_syncs: Family<FlowLabels, Counter>,
     /// Flow name → (running, target answers), for `/ready`.
     flows: Mutex<BTreeMap<String, (bool, bool)>>,
 }
@@ -116,6 +117,7 @@ impl Metrics {
             residency_dropped: Family::default(),
             loop_guard_dropped: Family::default(),
             checkpoints: Family::default(),
+            group_offset_syncs: Family::default(),
             flows: Mutex::default(),
         };
         let r = &mut m.registry;
@@ -137,6 +139,11 @@ impl Metrics {
         r.register("strait_residency_dropped", "Records dropped by the residency gate", m.residency_dropped.clone());
         r.register("strait_loop_guard_dropped", "Records dropped by the loop guard", m.loop_guard_dropped.clone());
         r.register("strait_checkpoints", "MM2 checkpoints written", m.checkpoints.clone());
+        r.register(
+            "strait_group_offset_syncs",
+            "Translated offsets committed into target consumer groups (partitions)",
+            m.group_offset_syncs.clone(),
+        );
         m
     }
 
@@ -171,6 +178,11 @@ impl Metrics {
     /// The checkpoint counter of a flow.
     pub fn checkpoints(&self, source: &str, target: &str) -> Counter {
         self.checkpoints.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
+    }
+
+    /// The group offset sync counter of a flow.
+    pub fn group_offset_syncs(&self, source: &str, target: &str) -> Counter {
+        self.group_offset_syncs.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
     }
 
     /// Records whether the flow `name` (`source` → `target`) runs (`strait_flow_up`, `/ready`).
@@ -222,6 +234,7 @@ mod tests {
         m.residency_dropped("a", "b", "t").inc();
         m.loop_guard_dropped("a", "b").inc();
         m.checkpoints("a", "b").inc();
+        m.group_offset_syncs("a", "b").inc();
         m.set_flow_up("a->b", "a", "b", true);
         let exported = m.encode();
         let dashboard: serde_json::Value =

@@ -175,17 +175,24 @@ async fn clients_of_vanished_groups_are_closed() {
     for g in &groups {
         commit_group(&f.a, g, &[(&f.topic, 0, 5)]);
     }
-    let strait = Strait::start(
+    let metrics = free_addr();
+    let strait = Strait::launch(
         &f.p,
         &f.config(&format!(
             "groups = [\"{}-g.*\"]\nrefresh_groups_interval_ms = 500\nemit_checkpoints_interval_ms = 500\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 500",
             f.p
         )),
+        "info",
+        &["--metrics-addr", &metrics],
     );
     wait_until("every group's offsets synced to the target", Duration::from_secs(60), || {
         groups.iter().all(|g| committed(&f.b, g, &f.remote, 1).contains_key(&0))
     })
     .await;
+    let scrape = http_get(&metrics, "/metrics").expect("metrics served").1;
+    let synced = format!("strait_group_offset_syncs_total{{source=\"{}\",target=\"{}\"}} ", f.src, f.dst);
+    let synced: f64 = scrape.lines().find_map(|l| l.strip_prefix(&synced)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    assert!(synced >= GROUPS as f64, "a group offset sync per group counted: {synced}");
     let with_groups = strait.threads();
     let source = admin(&f.a);
     let names: Vec<&str> = groups.iter().map(String::as_str).collect();

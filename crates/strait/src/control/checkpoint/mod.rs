@@ -42,6 +42,8 @@ pub struct CheckpointTask {
     skipped: HashSet<String>,
     /// `strait_checkpoints_total` of the flow.
     written: Counter,
+    /// `strait_group_offset_syncs_total` of the flow.
+    synced: Counter,
 }
 
 impl CheckpointTask {
@@ -72,6 +74,7 @@ impl CheckpointTask {
             latest: HashMap::new(),
             skipped: HashSet::new(),
             written: metrics().checkpoints(&flow.source.alias, &flow.target.alias),
+            synced: metrics().group_offset_syncs(&flow.source.alias, &flow.target.alias),
             flow,
         })
     }
@@ -211,6 +214,7 @@ impl CheckpointTask {
                 .collect();
             if !forward.is_empty() {
                 self.target_groups.commit(group, &forward).await?;
+                self.synced.inc_by(forward.len() as u64);
                 tracing::debug!(flow = %self.flow.name, group, partitions = forward.len(), "synced group offsets");
             }
         }
