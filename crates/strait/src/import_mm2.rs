@@ -61,9 +61,17 @@ fn reason(key: &str) -> &'static str {
         "Strait has no Connect tasks: one flow reads every partition"
     } else if key.ends_with("topic.replication.factor") || key.ends_with("storage.replication.factor") {
         "Strait creates every topic with the flow's replication_factor"
-    } else if ["offset.storage", "config.storage", "status.storage", "dedicated.mode", "listeners", "rest."]
-        .iter()
-        .any(|p| key.contains(p))
+    } else if [
+        "offset.storage",
+        "config.storage",
+        "status.storage",
+        "dedicated.mode",
+        "listeners",
+        "rest.",
+        "converter",
+    ]
+    .iter()
+    .any(|p| key.contains(p))
     {
         "a Kafka Connect setting: Strait does not run on Connect"
     } else if key.contains("sync.topic.acls") {
@@ -162,19 +170,21 @@ pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
             let v = if v.trim().is_empty() { "none".to_string() } else { v };
             client.insert("ssl.endpoint.identification.algorithm".into(), Value::String(v));
         }
-        let pem_truststore = setting("ssl.truststore.type", &mut used).is_some_and(|t| t.eq_ignore_ascii_case("PEM"));
-        if pem_truststore {
+        // Stores librdkafka cannot read stay unused, so they are listed with the reason.
+        let store_type = |name: &str| {
+            props.get(&format!("{alias}.{name}")).or_else(|| props.get(name)).map(|t| t.trim().to_ascii_uppercase())
+        };
+        if store_type("ssl.truststore.type").as_deref() == Some("PEM") {
+            setting("ssl.truststore.type", &mut used);
             if let Some(v) = setting("ssl.truststore.location", &mut used) {
                 client.insert("ssl.ca.location".into(), Value::String(v));
             }
         }
-        let pkcs12_keystore = setting("ssl.keystore.type", &mut used).is_some_and(|t| t.eq_ignore_ascii_case("PKCS12"));
-        if pkcs12_keystore {
-            for (mm2, librdkafka) in
-                [("ssl.keystore.location", "ssl.keystore.location"), ("ssl.keystore.password", "ssl.keystore.password")]
-            {
-                if let Some(v) = setting(mm2, &mut used) {
-                    client.insert(librdkafka.into(), Value::String(v));
+        if store_type("ssl.keystore.type").as_deref() == Some("PKCS12") {
+            setting("ssl.keystore.type", &mut used);
+            for name in ["ssl.keystore.location", "ssl.keystore.password"] {
+                if let Some(v) = setting(name, &mut used) {
+                    client.insert(name.into(), Value::String(v));
                 }
             }
         }
@@ -281,6 +291,100 @@ mod tests {
         assert!(imported.dropped[2].1.contains("librdkafka"), "{:?}", imported.dropped);
         assert_eq!(flow.offset_syncs_location, crate::config::SyncsLocation::Source, "MM2's default place kept");
         assert_eq!(imported.notes.len(), 1, "{:?}", imported.notes);
+    }
+
+    /// Each flow of `imported` by name.
+    fn flows(imported: &Imported) -> HashMap<String, crate::config::Flow> {
+        let flows = crate::config::Config::parse(&imported.toml).unwrap_or_else(|e| panic!("{e}\n{}", imported.toml));
+        flows.into_iter().map(|f| (f.name.clone(), f)).collect()
+    }
+
+    fn dropped(imported: &Imported) -> Vec<&str> {
+        imported.dropped.iter().map(|(k, _)| k.as_str()).collect()
+    }
+
+    #[test]
+    fn kafka_docs_example() {
+        let imported = import(&props(include_str!("../tests/mm2-properties/docs-example.properties"))).unwrap();
+        let flows = flows(&imported);
+        let mut names: Vec<&String> = flows.keys().collect();
+        names.sort();
+        assert_eq!(names, ["A->B", "B->A"]);
+        let ab = &flows["A->B"];
+        assert_eq!(ab.source.bootstrap_servers, "a1.example:9092, a2.example:9092, a3.example:9092");
+        assert_eq!(ab.replication_factor, 1);
+        assert!(ab.replicates("anything") && !ab.replicates("B.anything"), "cycle rule");
+        assert_eq!(ab.offset_syncs_location, crate::config::SyncsLocation::Source);
+        assert_eq!(
+            dropped(&imported),
+            [
+                "checkpoints.topic.replication.factor",
+                "config.storage.replication.factor",
+                "heartbeats.topic.replication.factor",
+                "offset-syncs.topic.replication.factor",
+                "offset.storage.replication.factor",
+                "status.storage.replication.factor"
+            ]
+        );
+    }
+
+    #[test]
+    fn strimzi_style_with_tls_stores() {
+        let imported = import(&props(include_str!("../tests/mm2-properties/strimzi-style.properties"))).unwrap();
+        let flows = flows(&imported);
+        assert_eq!(flows.len(), 1);
+        let f = &flows["source->target"];
+        assert_eq!(f.policy.remote_topic("source", "orders.eu"), "orders.eu", "identity");
+        assert!(f.replicates("orders.eu") && f.replicates("payments.x") && !f.replicates("orders-internal"));
+        assert!(f.sync_group_offsets && f.groups.matches("billing") && !f.groups.matches("connect-x"));
+        assert_eq!(f.offset_syncs_location, crate::config::SyncsLocation::Target);
+        assert_eq!(f.sync_group_offsets_interval, std::time::Duration::from_secs(60));
+        assert_eq!(f.refresh_topics_interval, std::time::Duration::from_secs(600));
+        assert_eq!(f.source.client.get("security.protocol").map(String::as_str), Some("SSL"));
+        assert!(!f.source.client.contains_key("ssl.ca.location"), "a PKCS#12 truststore is not a CA file");
+        let target = &f.target.client;
+        assert_eq!(target.get("ssl.keystore.location").map(String::as_str), Some("/opt/kafka/user-certs/target.p12"));
+        assert_eq!(target.get("ssl.ca.location").map(String::as_str), Some("/opt/kafka/cluster-ca-certs/target.crt"));
+        let dropped = dropped(&imported);
+        for key in [
+            "source.ssl.truststore.type",
+            "source.ssl.truststore.location",
+            "source.ssl.truststore.password",
+            "tasks.max",
+            "key.converter",
+            "value.converter",
+        ] {
+            assert!(dropped.contains(&key), "{key} listed: {dropped:?}");
+        }
+        assert!(imported.notes.is_empty(), "{:?}", imported.notes);
+    }
+
+    #[test]
+    fn sasl_ssl_with_several_flows() {
+        let text = include_str!("../tests/mm2-properties/sasl-ssl-several-flows.properties");
+        let imported = import(&props(text)).unwrap();
+        let flows = flows(&imported);
+        assert_eq!(flows.len(), 3, "ap->eu is disabled");
+        let (eu_us, us_eu, eu_ap) = (&flows["eu->us"], &flows["us->eu"], &flows["eu->ap"]);
+        assert!(eu_us.replicates("orders") && eu_us.replicates("customers") && !eu_us.replicates("catalog"));
+        assert!(us_eu.replicates("billing.x") && !us_eu.emit_checkpoints);
+        assert!(eu_ap.replicates("catalog") && eu_ap.emit_checkpoints);
+        assert!(matches!(eu_us.delivery, crate::config::Delivery::ExactlyOnce { .. }), "exactly-once into us");
+        assert_eq!(eu_us.offset_syncs_location, crate::config::SyncsLocation::Target, "exactly-once needs the target");
+        assert_eq!(eu_ap.offset_syncs_location, crate::config::SyncsLocation::Source);
+        assert_eq!(eu_us.policy.remote_topic("eu", "orders"), "eu_orders", "separator");
+        assert_eq!(eu_us.offset_lag_max, 500);
+        assert_eq!(eu_us.emit_heartbeats_interval, std::time::Duration::from_secs(5));
+        assert!(eu_us.sync_topic_configs_interval.is_none());
+        for f in [eu_us, us_eu] {
+            assert_eq!(f.source.client.get("sasl.username").map(String::as_str), Some("mm2"));
+            assert_eq!(f.source.client.get("sasl.mechanisms").map(String::as_str), Some("SCRAM-SHA-512"));
+            assert_eq!(f.source.client.get("ssl.ca.location").map(String::as_str), Some("/etc/kafka/ca.pem"));
+        }
+        let ap = &eu_ap.target.client;
+        assert_eq!(ap.get("sasl.username").map(String::as_str), Some("mm2-ap"), "the cluster's own setting wins");
+        assert_eq!(ap.get("sasl.password").map(String::as_str), Some("ap-secret"));
+        assert!(dropped(&imported).is_empty(), "{:?}", imported.dropped);
     }
 
     #[test]
