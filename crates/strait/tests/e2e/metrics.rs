@@ -105,3 +105,44 @@ async fn status_shows_positions_lag_and_checkpoints_without_strait_running() {
         status["checkpoints"].as_array().unwrap().iter().find(|c| c["group"] == group.as_str() && c["partition"] == 0);
     assert_eq!(checkpoint.and_then(|c| c["upstream"].as_i64()), Some(20), "{status}");
 }
+
+/// The page at `/` rendered by a real headless browser (its script reads `/metrics`).
+fn rendered_status_page(addr: &str) -> String {
+    let out = std::process::Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=4000", "--dump-dom"])
+        .arg(format!("http://{addr}/"))
+        .output()
+        .expect("chromium (scripts/test installs it when missing)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The number in the first `<td class="{class}">` of `dom`.
+fn cell(dom: &str, class: &str) -> Option<i64> {
+    let open = format!("<td class=\"{class}\">");
+    let start = dom.find(&open)? + open.len();
+    dom[start..].split('<').next()?.trim().parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_page_in_a_headless_browser_shows_the_flow_and_follows_new_records() {
+    let f = TopicFlow::new("page", 1).await;
+    produce(&f.a, &f.topic, &(0..100).map(|_| Rec::simple(0, "v")).collect::<Vec<_>>()).await;
+    let addr = free_addr();
+    let strait = Strait::launch(&f.p, &f.config("progress_log_interval_ms = 500"), "info", &["--metrics-addr", &addr]);
+    wait_until("replicated", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(100)).await;
+    let labels = format!("source=\"{}\",target=\"{}\",topic=\"{}\",partition=\"0\"", f.src, f.dst, f.topic);
+    let acknowledged = |n: f64| {
+        http_get(&addr, "/metrics").is_some_and(|(_, m)| sample(&m, "strait_records_total", &labels) == Some(n))
+    };
+    wait_until("the batch committed", Duration::from_secs(30), || acknowledged(100.0)).await;
+    let first = rendered_status_page(&addr);
+    assert!(first.contains(&format!("{} -&gt; {}", f.src, f.dst)) && first.contains("running"), "{first}");
+    assert!(first.contains(&format!("data-topic=\"{}\"", f.topic)), "{first}");
+    assert_eq!(cell(&first, "records"), Some(100), "{first}");
+    assert!(cell(&first, "lag").is_some(), "{first}");
+    produce(&f.a, &f.topic, &(0..50).map(|_| Rec::simple(0, "w")).collect::<Vec<_>>()).await;
+    wait_until("the new records committed", Duration::from_secs(60), || acknowledged(150.0)).await;
+    let second = rendered_status_page(&addr);
+    assert_eq!(cell(&second, "records"), Some(150), "the page follows new records: {second}");
+    assert!(strait.stop().success());
+}

@@ -1,6 +1,7 @@
 //! The operator endpoint of `strait run` (`--metrics-addr` or `[metrics] listen`): `/metrics`
-//! (Prometheus text format), `/health` (200 while the process runs) and `/ready` (200 when every
-//! flow runs, else 503 listing the flows that do not).
+//! (Prometheus text format), `/health` (200 while the process runs), `/ready` (200 when every
+//! flow runs and its target answers, else 503 listing what is not) and `/`, a status page for
+//! people without a Grafana at hand (plain HTML whose script reads `/metrics` every 3 s).
 
 use std::net::SocketAddr;
 
@@ -30,10 +31,11 @@ async fn ready() -> impl IntoResponse {
 pub async fn serve(addr: SocketAddr, cancel: CancellationToken) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let app = Router::new()
+        .route("/", get(|| async { axum::response::Html(include_str!("status.html")) }))
         .route("/metrics", get(scrape))
         .route("/health", get(|| async { "ok\n" }))
         .route("/ready", get(ready));
-    tracing::info!(%addr, "serving /metrics, /health and /ready");
+    tracing::info!(%addr, "serving /metrics, /health, /ready and a status page at /");
     Ok(tokio::spawn(async move {
         let served = axum::serve(listener, app).with_graceful_shutdown(async move { cancel.cancelled().await }).await;
         if let Err(e) = served {
