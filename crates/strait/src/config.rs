@@ -41,8 +41,23 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
-    /// `host:port` to listen on, e.g. `"127.0.0.1:9464"`.
-    pub listen: String,
+    /// `host:port` to listen on, e.g. `"127.0.0.1:9464"`; default: not served (unless
+    /// `strait run --metrics-addr` is given).
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// Per-partition series (default true); `false` aggregates them per topic (the `partition`
+    /// label is then empty, which Prometheus treats as absent), for clusters with many partitions.
+    #[serde(default = "yes")]
+    pub per_partition: bool,
+}
+
+/// The `[metrics]` settings, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// Where to serve them, if anywhere.
+    pub listen: Option<SocketAddr>,
+    /// Per-partition series, or per topic.
+    pub per_partition: bool,
 }
 
 /// One Kafka cluster. Its `Debug` output hides secret client settings ([`is_secret`]).
@@ -503,8 +518,8 @@ impl Config {
         Self::load_with_metrics(path).map(|(flows, _)| flows)
     }
 
-    /// [`Config::load`], with the `[metrics] listen` address when the file has one.
-    pub fn load_with_metrics(path: &Path) -> Result<(Vec<Flow>, Option<SocketAddr>), ConfigError> {
+    /// [`Config::load`], with the `[metrics]` settings.
+    pub fn load_with_metrics(path: &Path) -> Result<(Vec<Flow>, MetricsSettings), ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
         Self::parse_with_metrics(&text).map_err(|e| {
@@ -521,16 +536,15 @@ impl Config {
         Self::parse_with_metrics(text).map(|(flows, _)| flows)
     }
 
-    /// [`Config::parse`], with the `[metrics] listen` address when the text has one.
-    pub fn parse_with_metrics(text: &str) -> Result<(Vec<Flow>, Option<SocketAddr>), ConfigError> {
+    /// [`Config::parse`], with the `[metrics]` settings.
+    pub fn parse_with_metrics(text: &str) -> Result<(Vec<Flow>, MetricsSettings), ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| err("", e.to_string()))?;
-        let listen = match &config.metrics {
-            Some(m) => {
-                Some(m.listen.parse().map_err(|e| err("metrics.listen", format!("not a host:port address: {e}")))?)
-            }
+        let listen = match config.metrics.as_ref().and_then(|m| m.listen.as_ref()) {
+            Some(l) => Some(l.parse().map_err(|e| err("metrics.listen", format!("not a host:port address: {e}")))?),
             None => None,
         };
-        Ok((config.flows()?, listen))
+        let per_partition = config.metrics.as_ref().is_none_or(|m| m.per_partition);
+        Ok((config.flows()?, MetricsSettings { listen, per_partition }))
     }
 
     /// Validates and resolves every flow.

@@ -106,7 +106,7 @@ fn main() -> ExitCode {
         | Command::TranslateOffsets { config, .. } => config,
         Command::ImportMm2 { properties } => properties,
     };
-    let (flows, listen) = match Config::load_with_metrics(path) {
+    let (flows, metrics) = match Config::load_with_metrics(path) {
         Ok(loaded) => loaded,
         Err(e) => {
             print_err!("strait: invalid config: {e}");
@@ -125,7 +125,10 @@ fn main() -> ExitCode {
                     Command::TranslateOffsets { flow, group, output, .. } => {
                         rt.block_on(translate(flows, &flow, &group, output))
                     }
-                    Command::Run { metrics_addr, .. } => rt.block_on(run(flows, metrics_addr.or(listen))),
+                    Command::Run { metrics_addr, .. } => {
+                        strait::metrics::metrics().set_per_partition(metrics.per_partition);
+                        rt.block_on(run(flows, metrics_addr.or(metrics.listen)))
+                    }
                     Command::Status { output, .. } => rt.block_on(status(flows, output)),
                     Command::Validate { .. } | Command::ImportMm2 { .. } => unreachable!("handled above"),
                 };

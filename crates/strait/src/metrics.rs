@@ -3,6 +3,7 @@
 //! handles (atomics), so a record costs no registry lookup.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -69,6 +70,8 @@ pub struct Metrics {
     loop_guard_dropped: Family<FlowLabels, Counter>,
     checkpoints: Family<FlowLabels, Counter>,
     group_offset_syncs: Family<FlowLabels, Counter>,
+    /// Per-partition series, or one per topic (`partition=""`).
+    per_partition: AtomicBool,
     /// Flow name → (running, target answers), for `/ready`.
     flows: Mutex<BTreeMap<String, (bool, bool)>>,
 }
@@ -94,16 +97,22 @@ pub fn metrics() -> &'static Metrics {
     METRICS.get_or_init(Metrics::new)
 }
 
-fn partition_labels(source: &str, target: &str, topic: &str, partition: i32) -> PartitionLabels {
-    PartitionLabels {
-        source: source.into(),
-        target: target.into(),
-        topic: topic.into(),
-        partition: partition.to_string(),
-    }
-}
-
 impl Metrics {
+    /// Per-partition series (`true`, the default) or one per topic. Set before any flow starts.
+    pub fn set_per_partition(&self, per_partition: bool) {
+        self.per_partition.store(per_partition, Ordering::Relaxed);
+    }
+
+    /// Whether series are per partition.
+    pub fn per_partition(&self) -> bool {
+        self.per_partition.load(Ordering::Relaxed)
+    }
+
+    fn partition_labels(&self, source: &str, target: &str, topic: &str, partition: i32) -> PartitionLabels {
+        let partition = if self.per_partition() { partition.to_string() } else { String::new() };
+        PartitionLabels { source: source.into(), target: target.into(), topic: topic.into(), partition }
+    }
+
     fn new() -> Self {
         let mut m = Metrics {
             registry: Registry::default(),
@@ -118,6 +127,7 @@ impl Metrics {
             loop_guard_dropped: Family::default(),
             checkpoints: Family::default(),
             group_offset_syncs: Family::default(),
+            per_partition: AtomicBool::new(true),
             flows: Mutex::default(),
         };
         let r = &mut m.registry;
@@ -149,7 +159,7 @@ impl Metrics {
 
     /// The handles of one source partition of the flow `source` → `target`.
     pub fn partition(&self, source: &str, target: &str, topic: &str, partition: i32) -> PartitionMetrics {
-        let labels = partition_labels(source, target, topic, partition);
+        let labels = self.partition_labels(source, target, topic, partition);
         PartitionMetrics {
             records: self.records.get_or_create(&labels).clone(),
             bytes: self.bytes.get_or_create(&labels).clone(),
@@ -159,9 +169,10 @@ impl Metrics {
         }
     }
 
-    /// The lag gauge of one source partition (`strait_replication_lag_records`).
+    /// The lag gauge of one source partition (`strait_replication_lag_records`), or of its topic
+    /// when series are per topic (the caller then sets the topic's sum).
     pub fn lag(&self, source: &str, target: &str, topic: &str, partition: i32) -> Gauge {
-        self.lag.get_or_create(&partition_labels(source, target, topic, partition)).clone()
+        self.lag.get_or_create(&self.partition_labels(source, target, topic, partition)).clone()
     }
 
     /// The residency drop counter of one source topic.

@@ -82,9 +82,15 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
             }
         };
         let (mut total_lag, mut total_committed) = (0, 0);
+        // Per topic when series are aggregated: every partition of a topic shares one gauge.
+        let per_partition = metrics().per_partition();
+        let mut lags: HashMap<(String, i32), i64> = HashMap::new();
         for ((topic, partition), lag, next) in readings {
             total_lag += lag;
             total_committed += next;
+            *lags.entry((topic, if per_partition { partition } else { 0 })).or_default() += lag;
+        }
+        for ((topic, partition), lag) in lags {
             let (source, target) = (&flow.source.alias, &flow.target.alias);
             gauges
                 .entry((topic.clone(), partition))

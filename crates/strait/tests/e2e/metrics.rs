@@ -146,3 +146,24 @@ async fn status_page_in_a_headless_browser_shows_the_flow_and_follows_new_record
     assert_eq!(cell(&second, "records"), Some(150), "the page follows new records: {second}");
     assert!(strait.stop().success());
 }
+
+/// `[metrics] per_partition = false`: one series per topic, summed over its partitions.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_per_topic_sum_the_partitions() {
+    let f = TopicFlow::new("pertopic", 3).await;
+    produce(&f.a, &f.topic, &(0..30).map(|i| Rec::simple(i % 3, "v")).collect::<Vec<_>>()).await;
+    let addr = free_addr();
+    let config = format!("{}\n[metrics]\nper_partition = false\n", f.config("progress_log_interval_ms = 500"));
+    let strait = Strait::launch(&f.p, &config, "info", &["--metrics-addr", &addr]);
+    let topic = format!("source=\"{}\",target=\"{}\",topic=\"{}\",partition=\"\"", f.src, f.dst, f.topic);
+    wait_until("per-topic records and lag", Duration::from_secs(60), || {
+        http_get(&addr, "/metrics").is_some_and(|(_, m)| {
+            sample(&m, "strait_records_total", &topic) == Some(30.0)
+                && sample(&m, "strait_replication_lag_records", &topic) == Some(0.0)
+        })
+    })
+    .await;
+    let scrape = http_get(&addr, "/metrics").unwrap().1;
+    assert!(!scrape.contains("partition=\"0\""), "no per-partition series: {scrape}");
+    assert!(strait.stop().success());
+}
