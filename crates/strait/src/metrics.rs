@@ -46,6 +46,22 @@ pub struct TopicLabels {
     pub topic: String,
 }
 
+/// Labels of a per-group metric (MM2's `MirrorCheckpointConnector` beans: `group`, `topic`,
+/// `partition`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    /// Source cluster alias.
+    pub source: String,
+    /// Target cluster alias.
+    pub target: String,
+    /// Consumer group.
+    pub group: String,
+    /// Target-side topic, as checkpoints carry it.
+    pub topic: String,
+    /// Partition number.
+    pub partition: String,
+}
+
 /// Replication latency buckets (ms): 1 ms to about 65 s, doubling.
 #[derive(Clone)]
 struct LatencyBuckets;
@@ -70,6 +86,7 @@ pub struct Metrics {
     loop_guard_dropped: Family<FlowLabels, Counter>,
     checkpoints: Family<FlowLabels, Counter>,
     group_offset_syncs: Family<FlowLabels, Counter>,
+    checkpoint_latency: Family<GroupLabels, Gauge>,
     /// Per-partition series, or one per topic (`partition=""`).
     per_partition: AtomicBool,
     /// Flow name → (running, target answers), for `/ready`.
@@ -95,6 +112,16 @@ pub struct PartitionMetrics {
 pub fn metrics() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(Metrics::new)
+}
+
+fn group_labels((source, target): (&str, &str), group: &str, topic: &str, partition: i32) -> GroupLabels {
+    GroupLabels {
+        source: source.into(),
+        target: target.into(),
+        group: group.into(),
+        topic: topic.into(),
+        partition: partition.to_string(),
+    }
 }
 
 impl Metrics {
@@ -127,6 +154,7 @@ impl Metrics {
             loop_guard_dropped: Family::default(),
             checkpoints: Family::default(),
             group_offset_syncs: Family::default(),
+            checkpoint_latency: Family::default(),
             per_partition: AtomicBool::new(true),
             flows: Mutex::default(),
         };
@@ -149,6 +177,11 @@ impl Metrics {
         r.register("strait_residency_dropped", "Records dropped by the residency gate", m.residency_dropped.clone());
         r.register("strait_loop_guard_dropped", "Records dropped by the loop guard", m.loop_guard_dropped.clone());
         r.register("strait_checkpoints", "MM2 checkpoints written", m.checkpoints.clone());
+        r.register(
+            "strait_checkpoint_latency_ms",
+            "Time from creating the group partition's last checkpoint to the target's ack (ms), as MM2's checkpoint-latency-ms",
+            m.checkpoint_latency.clone(),
+        );
         r.register(
             "strait_group_offset_syncs",
             "Translated offsets committed into target consumer groups (partitions)",
@@ -189,6 +222,16 @@ impl Metrics {
     /// The checkpoint counter of a flow.
     pub fn checkpoints(&self, source: &str, target: &str) -> Counter {
         self.checkpoints.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
+    }
+
+    /// Sets the checkpoint latency (ms) of `group` on target-side `topic`/`partition`.
+    pub fn checkpoint_latency(&self, flow: (&str, &str), group: &str, topic: &str, partition: i32, ms: i64) {
+        self.checkpoint_latency.get_or_create(&group_labels(flow, group, topic, partition)).set(ms);
+    }
+
+    /// Drops the checkpoint latency series of `group` on `topic`/`partition` (the group vanished).
+    pub fn forget_checkpoint_latency(&self, flow: (&str, &str), group: &str, topic: &str, partition: i32) {
+        self.checkpoint_latency.remove(&group_labels(flow, group, topic, partition));
     }
 
     /// The group offset sync counter of a flow.
@@ -246,6 +289,7 @@ mod tests {
         m.loop_guard_dropped("a", "b").inc();
         m.checkpoints("a", "b").inc();
         m.group_offset_syncs("a", "b").inc();
+        m.checkpoint_latency(("a", "b"), "g", "a.t", 0, 1);
         m.set_flow_up("a->b", "a", "b", true);
         let exported = m.encode();
         let dashboard: serde_json::Value =

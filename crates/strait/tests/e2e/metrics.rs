@@ -65,12 +65,20 @@ async fn status_shows_positions_lag_and_checkpoints_without_strait_running() {
     let config = f.config(&format!(
         "groups = [\"{group}\"]\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000"
     ));
-    let strait = Strait::start(&f.p, &config);
+    let addr = free_addr();
+    let strait = Strait::launch(&f.p, &config, "info", &["--metrics-addr", &addr]);
     wait_until("replicated and checkpointed", Duration::from_secs(60), || {
         count(&f.b, &f.remote) == Some(100)
             && last_checkpoint(&checkpoints(&f.b, &f.src), &group, &f.remote, 1).is_some()
     })
     .await;
+    // MM2's checkpoint-latency-ms and the checkpoint count, per group partition and per flow.
+    let scrape = http_get(&addr, "/metrics").unwrap().1;
+    let group_partition =
+        format!("source=\"{}\",target=\"{}\",group=\"{group}\",topic=\"{}\",partition=\"1\"", f.src, f.dst, f.remote);
+    assert!(sample(&scrape, "strait_checkpoint_latency_ms", &group_partition).is_some_and(|ms| ms >= 0.0), "{scrape}");
+    let flow = format!("source=\"{}\",target=\"{}\"", f.src, f.dst);
+    assert!(sample(&scrape, "strait_checkpoints_total", &flow).is_some_and(|n| n >= 2.0), "{scrape}");
     assert!(strait.stop().success());
     produce(&f.a, &f.topic, &(0..10).map(|_| Rec::simple(0, "later")).collect::<Vec<_>>()).await;
 

@@ -132,7 +132,13 @@ impl CheckpointTask {
         let keep = |g: &str| current.contains(g);
         self.source_groups.forget_groups(keep).await;
         self.target_groups.forget_groups(keep).await;
-        self.emitted.retain(|(g, _, _), _| keep(g));
+        let flow = (self.flow.source.alias.as_str(), self.flow.target.alias.as_str());
+        self.emitted.retain(|(g, topic, partition), _| {
+            if !keep(g) {
+                metrics().forget_checkpoint_latency(flow, g, topic, *partition);
+            }
+            keep(g)
+        });
         self.latest.retain(|g, _| keep(g));
         self.skipped.retain(|g| keep(g));
     }
@@ -140,6 +146,7 @@ impl CheckpointTask {
     async fn emit_checkpoints(&mut self) -> Result<(), KafkaError> {
         self.translator.catch_up().await?;
         let partitions = self.translator.replicated_partitions(&self.source_groups).await?;
+        let created = std::time::Instant::now();
         let mut records = Vec::new();
         for group in self.groups.clone() {
             let translations = self.translator.translate_group(&mut self.source_groups, &group, &partitions).await?;
@@ -175,8 +182,11 @@ impl CheckpointTask {
                     .await?,
             );
         }
+        let flow = (self.flow.source.alias.as_str(), self.flow.target.alias.as_str());
         for ((key, up_down, _, _), ack) in records.into_iter().zip(acks) {
             acked(ack).await?;
+            // MM2's checkpoint-latency-ms: from creating the checkpoint to its ack.
+            metrics().checkpoint_latency(flow, &key.0, &key.1, key.2, created.elapsed().as_millis() as i64);
             self.emitted.insert(key, up_down);
             self.written.inc();
         }
