@@ -140,8 +140,15 @@ pub fn start_cluster_behind_proxy(base: &Path) -> io::Result<(KafkaCluster, TcpP
     Ok((cluster, proxy))
 }
 
-fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// `N` distinct free loopback ports: the listeners are held together until every port is
+/// known, so the kernel cannot hand the same port out twice.
+fn free_ports<const N: usize>() -> io::Result<[u16; N]> {
+    let listeners = (0..N).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<io::Result<Vec<_>>>()?;
+    let mut ports = [0; N];
+    for (port, l) in ports.iter_mut().zip(&listeners) {
+        *port = l.local_addr()?.port();
+    }
+    Ok(ports)
 }
 
 /// A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters), not
@@ -202,7 +209,7 @@ pub(crate) struct Launch {
 pub(crate) fn launch(libs: &Path, dir: &Path, how: Launch) -> io::Result<KafkaCluster> {
     let _ = fs::remove_dir_all(dir);
     fs::create_dir_all(dir)?;
-    let (port, internal, ctrl) = (free_port()?, free_port()?, free_port()?);
+    let [port, internal, ctrl] = free_ports()?;
     let advertised = how.advertised.unwrap_or(port);
     let name = if how.secure.is_some() { "SASL_SSL" } else { "PLAINTEXT" };
     let props = dir.join("server.properties");
