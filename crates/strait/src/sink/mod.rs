@@ -11,7 +11,7 @@ pub mod topics;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -54,6 +54,45 @@ const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
     ("enable.gapless.guarantee", "true"),
     ("message.timeout.ms", "300000"),
 ];
+
+/// The flow's producer; in exactly-once mode transactional (`strait-<source>-><target>`) with
+/// `init_transactions` done, which fences any earlier producer of the flow. Errors: the producer
+/// cannot be created; transactions the target refuses (a [`ConnectError::Transaction`]), or
+/// cannot initialise yet (a [`ConnectError::Retriable`]).
+async fn producer_service(
+    flow: &Flow,
+    transaction_timeout: Option<Duration>,
+) -> ConnectResult<ProduceService<InFlight>> {
+    let timeout_ms = transaction_timeout.map(|t| t.as_millis().to_string());
+    let transactional_id = flow.transactional_id();
+    let mut settings = PRODUCER_SETTINGS.to_vec();
+    match &timeout_ms {
+        None => settings.extend_from_slice(AT_LEAST_ONCE_SETTINGS),
+        Some(ms) => settings.extend_from_slice(&[
+            ("transactional.id", transactional_id.as_str()),
+            ("transaction.timeout.ms", ms.as_str()),
+            // librdkafka requires message.timeout.ms <= transaction.timeout.ms.
+            ("message.timeout.ms", ms.as_str()),
+        ]),
+    }
+    let service = ProduceService::new(&flow.target, &settings)
+        .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
+    if let Some(timeout) = transaction_timeout {
+        service.transaction(move |p| p.init_transactions(timeout)).await.map_err(|e| {
+            let context = format!("init transactions of {transactional_id} on {}", flow.target.alias);
+            // A refusal (say, a timeout above the broker's transaction.max.timeout.ms) will
+            // not change by retrying; an unreachable target will.
+            match &e {
+                KafkaError::Transaction(t) if !t.is_retriable() && t.code() != RDKafkaErrorCode::OperationTimedOut => {
+                    ConnectError::transaction(context, e)
+                }
+                _ => ConnectError::retriable(context, e),
+            }
+        })?;
+        tracing::info!(flow = %flow.name, transactional_id, "exactly-once: transactions initialised; any previous instance is fenced");
+    }
+    Ok(service)
+}
 
 /// Errors that a later attempt may not meet: the broker or the network was briefly unavailable,
 /// or leadership moved. In exactly-once mode the batch is aborted and replayed on these; any
@@ -114,6 +153,11 @@ pub struct TargetSink {
     transaction_timeout: Option<Duration>,
     /// A transaction is open (begun, not yet committed or aborted).
     in_transaction: bool,
+    /// When the open (or last) transaction began.
+    transaction_began: Option<Instant>,
+    /// The producer was fenced because the target aborted a transaction that outlived
+    /// `transaction_timeout_ms` (the target was unreachable): the next `begin` starts a new one.
+    renew_producer: bool,
     /// Offset and timestamp (ms) of the last record put per source partition, saved with positions.
     last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
     loop_drops: u64,
@@ -145,36 +189,7 @@ impl TargetSink {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
-        let timeout_ms = transaction_timeout.map(|t| t.as_millis().to_string());
-        let transactional_id = flow.transactional_id();
-        let mut settings = PRODUCER_SETTINGS.to_vec();
-        match &timeout_ms {
-            None => settings.extend_from_slice(AT_LEAST_ONCE_SETTINGS),
-            Some(ms) => settings.extend_from_slice(&[
-                ("transactional.id", transactional_id.as_str()),
-                ("transaction.timeout.ms", ms.as_str()),
-                // librdkafka requires message.timeout.ms <= transaction.timeout.ms.
-                ("message.timeout.ms", ms.as_str()),
-            ]),
-        }
-        let service = ProduceService::new(&flow.target, &settings)
-            .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
-        if let Some(timeout) = transaction_timeout {
-            service.transaction(move |p| p.init_transactions(timeout)).await.map_err(|e| {
-                let context = format!("init transactions of {transactional_id} on {}", flow.target.alias);
-                // A refusal (say, a timeout above the broker's transaction.max.timeout.ms) will
-                // not change by retrying; an unreachable target will.
-                match &e {
-                    KafkaError::Transaction(t)
-                        if !t.is_retriable() && t.code() != RDKafkaErrorCode::OperationTimedOut =>
-                    {
-                        ConnectError::transaction(context, e)
-                    }
-                    _ => ConnectError::retriable(context, e),
-                }
-            })?;
-            tracing::info!(flow = %flow.name, transactional_id, "exactly-once: transactions initialised; any previous instance is fenced");
-        }
+        let service = producer_service(&flow, transaction_timeout).await?;
         let saved = positions::load(&flow.target, &flow.name)
             .await
             .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
@@ -207,6 +222,8 @@ impl TargetSink {
             source_syncs,
             transaction_timeout,
             in_transaction: false,
+            transaction_began: None,
+            renew_producer: false,
             last: HashMap::new(),
             stats: SinkMetrics::new(&flow),
             flow,
@@ -227,6 +244,16 @@ impl TargetSink {
                 code,
                 RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch
             );
+            if fenced && self.outlived_transaction_timeout() {
+                // The target aborted our own transaction (it stayed open past the timeout while
+                // the target was unreachable), which bumps the producer epoch: a new producer
+                // takes over and the batch is replayed. Another instance can only fence a
+                // transaction younger than the timeout: that case stops below.
+                return ConnectError::retriable(
+                    format!("{context}: the target aborted the transaction after transaction_timeout_ms"),
+                    reason,
+                );
+            }
             if fenced {
                 // Not the record's fault: the whole producer is out.
                 return ConnectError::transaction(
@@ -327,6 +354,15 @@ impl TargetSink {
             written.map_err(|e| self.produce_error((InFlight::OffsetSync(sync.clone()), e)))?;
         }
         Ok(())
+    }
+
+    /// Whether the open transaction began longer than `transaction_timeout_ms` ago, so the
+    /// target aborts it on its own.
+    fn outlived_transaction_timeout(&self) -> bool {
+        match (self.transaction_began, self.transaction_timeout) {
+            (Some(began), Some(timeout)) => began.elapsed() >= timeout,
+            _ => false,
+        }
     }
 
     /// Runs a transactional call (each attempt waits up to the transaction timeout), calling it
@@ -474,7 +510,13 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
 
     async fn begin(&mut self) -> ConnectResult<()> {
         if self.transaction_timeout.is_some() {
+            if self.renew_producer {
+                tracing::warn!(flow = %self.flow.name, "the target aborted a transaction that outlived transaction_timeout_ms; starting a new transactional producer");
+                self.service = producer_service(&self.flow, self.transaction_timeout).await?;
+                self.renew_producer = false;
+            }
             self.transaction_call("begin transaction", |p, _| p.begin_transaction()).await?;
+            self.transaction_began = Some(Instant::now());
             self.in_transaction = true;
         }
         Ok(())
@@ -485,6 +527,9 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     async fn abort(&mut self) -> ConnectResult<()> {
         if self.transaction_timeout.is_none() {
             return Err(ConnectError::transaction("abort", "an at-least-once sink has no transactions"));
+        }
+        if self.service.fatal_error().is_some() && self.outlived_transaction_timeout() {
+            self.renew_producer = true;
         }
         // A producer that failed for good (fenced) cannot abort; the target aborts its transaction.
         if self.in_transaction && self.service.fatal_error().is_none() {
