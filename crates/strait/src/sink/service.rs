@@ -49,10 +49,11 @@ struct Pending<M> {
     failed: Option<KafkaError>,
 }
 
-/// Delivery errors that say the producer as a whole stopped (fenced, gap-less guarantee, purged),
-/// not that the record itself was refused: the record at fault is another one.
+/// Delivery errors that say the producer as a whole stopped (fenced, gap-less guarantee, purged,
+/// or a transaction already doomed by another record: "erroneous state"), not that the record
+/// itself was refused: the record at fault is another one.
 const CONSEQUENCES: &[RDKafkaErrorCode] =
-    &[RDKafkaErrorCode::Fatal, RDKafkaErrorCode::PurgeQueue, RDKafkaErrorCode::PurgeInflight];
+    &[RDKafkaErrorCode::Fatal, RDKafkaErrorCode::PurgeQueue, RDKafkaErrorCode::PurgeInflight, RDKafkaErrorCode::State];
 
 fn own_fault(e: &KafkaError) -> bool {
     !e.rdkafka_error_code().is_some_and(|c| CONSEQUENCES.contains(&c))

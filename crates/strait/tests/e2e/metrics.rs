@@ -126,22 +126,24 @@ fn rendered_status_page(addr: &str) -> String {
 
 /// The status page once it shows `records` records (a loaded machine may need a few renders:
 /// the page's fetch is real time, the browser's budget virtual).
-fn status_page_showing(addr: &str, records: i64) -> String {
+fn status_page_showing(addr: &str, topic: &str, records: i64) -> String {
     let mut dom = String::new();
     for _ in 0..5 {
         dom = rendered_status_page(addr);
-        if cell(&dom, "records") == Some(records) {
+        if cell(&dom, topic, "records") == Some(records) {
             break;
         }
     }
     dom
 }
 
-/// The number in the first `<td class="{class}">` of `dom`.
-fn cell(dom: &str, class: &str) -> Option<i64> {
+/// The number in the `<td class="{class}">` of `topic`'s row of `dom` (heartbeats topics of the
+/// shared clusters have rows too).
+fn cell(dom: &str, topic: &str, class: &str) -> Option<i64> {
+    let row = &dom[dom.find(&format!("data-topic=\"{topic}\""))?..];
     let open = format!("<td class=\"{class}\">");
-    let start = dom.find(&open)? + open.len();
-    dom[start..].split('<').next()?.trim().parse().ok()
+    let start = row.find(&open)? + open.len();
+    row[start..].split('<').next()?.trim().parse().ok()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -156,15 +158,15 @@ async fn status_page_in_a_headless_browser_shows_the_flow_and_follows_new_record
         http_get(&addr, "/metrics").is_some_and(|(_, m)| sample(&m, "strait_records_total", &labels) == Some(n))
     };
     wait_until("the batch committed", Duration::from_secs(30), || acknowledged(100.0)).await;
-    let first = status_page_showing(&addr, 100);
+    let first = status_page_showing(&addr, &f.topic, 100);
     assert!(first.contains(&format!("{} -&gt; {}", f.src, f.dst)) && first.contains("running"), "{first}");
     assert!(first.contains(&format!("data-topic=\"{}\"", f.topic)), "{first}");
-    assert_eq!(cell(&first, "records"), Some(100), "{first}");
-    assert!(cell(&first, "lag").is_some(), "{first}");
+    assert_eq!(cell(&first, &f.topic, "records"), Some(100), "{first}");
+    assert!(cell(&first, &f.topic, "lag").is_some(), "{first}");
     produce(&f.a, &f.topic, &(0..50).map(|_| Rec::simple(0, "w")).collect::<Vec<_>>()).await;
     wait_until("the new records committed", Duration::from_secs(60), || acknowledged(150.0)).await;
-    let second = status_page_showing(&addr, 150);
-    assert_eq!(cell(&second, "records"), Some(150), "the page follows new records: {second}");
+    let second = status_page_showing(&addr, &f.topic, 150);
+    assert_eq!(cell(&second, &f.topic, "records"), Some(150), "the page follows new records: {second}");
     assert!(strait.stop().success());
 }
 
