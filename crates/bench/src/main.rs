@@ -34,14 +34,20 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
-/// Peak resident set (MB) of a process, from `VmHWM` in `/proc/<pid>/status`.
-fn peak_rss_mb(pid: u32) -> f64 {
+/// A memory figure of a process in MB: `field` (`VmHWM:` peak, `VmRSS:` now) of
+/// `/proc/<pid>/status`; 0 when the process is gone.
+fn memory_mb(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+            s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Peak resident set (MB) of a process.
+fn peak_rss_mb(pid: u32) -> f64 {
+    memory_mb(pid, "VmHWM:")
 }
 
 struct Bench {

@@ -23,14 +23,9 @@ use crate::load;
 const RATE: u64 = 10_000;
 const PARTITIONS: i32 = 12;
 
-/// Resident set (MB) of a process now, from `VmRSS` in `/proc/<pid>/status`.
+/// Resident set (MB) of a process now.
 fn rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
+    crate::memory_mb(pid, "VmRSS:")
 }
 
 /// Every 10 s a new group commits offsets on `topic` and the group made a minute before is

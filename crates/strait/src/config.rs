@@ -15,7 +15,7 @@ use regex::Regex;
 use serde::Deserialize;
 use strait_mm2::{ReplicationPolicy, DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE};
 
-use crate::residency::{ResidencyConfig, ResidencyGate, ResidencyRules};
+use crate::residency::{names_of, ResidencyConfig, ResidencyGate, ResidencyRules};
 pub use crate::rules::ConfigError;
 use crate::rules::{compile, err, NameFilter};
 
@@ -493,6 +493,12 @@ impl Flow {
     /// internal topic, never a topic that came from the target (a cycle under default naming).
     pub fn replicates(&self, topic: &str) -> bool {
         self.not_replicated(topic).is_none()
+    }
+
+    /// Whether `topic` has a copy on the target: the flow replicates it and residency lets it
+    /// reach the target (the sink's gate, [`ResidencyGate::check`]).
+    pub fn reaches_target(&self, topic: &str) -> bool {
+        self.replicates(topic) && self.residency.check(&names_of(topic, self.policy.separator())).is_ok()
     }
 
     /// Why this flow does not replicate `topic`, or `None` when it does. [`Skip::NotSelected`]

@@ -181,15 +181,20 @@ async fn status(flows: Vec<Flow>, output: Output) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    print_as(output, &status, || status.text())
+}
+
+/// Prints `value` as pretty JSON, or `text()` for [`Output::Text`]. Errors: JSON encoding.
+fn print_as(output: Output, value: &impl serde::Serialize, text: impl FnOnce() -> String) -> ExitCode {
     match output {
-        Output::Json => match serde_json::to_string_pretty(&status) {
+        Output::Json => match serde_json::to_string_pretty(value) {
             Ok(json) => print_out(&format!("{json}\n")),
             Err(e) => {
                 print_err!("strait: {e}");
                 return ExitCode::FAILURE;
             }
         },
-        Output::Text => print_out(&status.text()),
+        Output::Text => print_out(&text()),
     }
     ExitCode::SUCCESS
 }
@@ -215,30 +220,20 @@ async fn translate(flows: Vec<Flow>, flow: &str, group: &str, output: Output) ->
             return ExitCode::FAILURE;
         }
     };
-    match output {
-        Output::Json => match serde_json::to_string_pretty(&rows) {
-            Ok(json) => print_out(&format!("{json}\n")),
-            Err(e) => {
-                print_err!("strait: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-        Output::Text => {
-            let mut text = format!(
+    print_as(output, &rows, || {
+        let mut text = format!(
+            "{:<40} {:<40} {:>9} {:>12} {:>12}\n",
+            "SOURCE_TOPIC", "TARGET_TOPIC", "PARTITION", "UPSTREAM", "DOWNSTREAM"
+        );
+        for r in &rows {
+            let down = r.downstream.map_or("-".to_string(), |d| d.to_string());
+            text += &format!(
                 "{:<40} {:<40} {:>9} {:>12} {:>12}\n",
-                "SOURCE_TOPIC", "TARGET_TOPIC", "PARTITION", "UPSTREAM", "DOWNSTREAM"
+                r.source_topic, r.target_topic, r.partition, r.upstream, down
             );
-            for r in &rows {
-                let down = r.downstream.map_or("-".to_string(), |d| d.to_string());
-                text += &format!(
-                    "{:<40} {:<40} {:>9} {:>12} {:>12}\n",
-                    r.source_topic, r.target_topic, r.partition, r.upstream, down
-                );
-            }
-            print_out(&text);
         }
-    }
-    ExitCode::SUCCESS
+        text
+    })
 }
 
 async fn run(flows: Vec<Flow>, metrics_addr: Option<std::net::SocketAddr>) -> ExitCode {

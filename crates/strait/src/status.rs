@@ -13,7 +13,6 @@ use strait_mm2::Checkpoint;
 use crate::config::Flow;
 use crate::kafka::{blocking, read_to_end, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions;
-use crate::residency::names_of;
 
 /// One source partition of a flow.
 #[derive(Debug, Serialize)]
@@ -64,15 +63,11 @@ pub struct Status {
 pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError> {
     let saved = positions::load(&flow.target, &flow.name).await?;
     let consumer: BaseConsumer = flow.source.client_config(&[]).create()?;
-    let separator = flow.policy.separator().to_string();
-    let (name, replicated) = (flow.name.clone(), {
-        let flow = flow.clone();
-        move |t: &str| flow.replicates(t) && flow.residency.check(&names_of(t, &separator)).is_ok()
-    });
+    let (name, reached) = (flow.name.clone(), flow.clone());
     let rows = blocking(move || {
         let mut rows = Vec::new();
         for (topic, partitions) in topic_partition_counts(consumer.client(), METADATA_TIMEOUT)? {
-            if !replicated(&topic) {
+            if !reached.reaches_target(&topic) {
                 continue;
             }
             for partition in 0..partitions as i32 {

@@ -181,11 +181,13 @@ fn random_cluster_id() -> io::Result<String> {
     Ok(out)
 }
 
-pub(crate) fn java_command(libs: &Path, dir: &Path) -> Command {
+/// `java` (from `JAVA_HOME` when set) with `heap` options, Kafka's classpath `libs`, logs in
+/// `dir`, and the project's log4j2 settings.
+pub(crate) fn java_command(libs: &Path, dir: &Path, heap: &[&str]) -> Command {
     let java =
         std::env::var("JAVA_HOME").map(|h| PathBuf::from(h).join("bin/java")).unwrap_or_else(|_| PathBuf::from("java"));
     let mut cmd = Command::new(java);
-    cmd.arg(HEAP)
+    cmd.args(heap)
         .arg("-XX:+UseG1GC")
         .arg("-Djava.awt.headless=true")
         .arg(format!("-Dkafka.logs.dir={}", dir.display()))
@@ -241,7 +243,7 @@ pub(crate) fn launch(libs: &Path, dir: &Path, how: Launch) -> io::Result<KafkaCl
             secure = how.secure.as_ref().map(secure::Listener::properties).unwrap_or_default(),
         ),
     )?;
-    let mut format = java_command(libs, dir);
+    let mut format = java_command(libs, dir, &[HEAP]);
     format.arg("kafka.tools.StorageTool").args(["format", "-t", &cluster_id()?, "-c"]).arg(&props);
     for scram in how.secure.iter().flat_map(secure::Listener::scram_users) {
         format.args(["--add-scram", &scram]);
@@ -274,15 +276,9 @@ pub fn start_mirror_maker(dir: &Path, props: &str) -> io::Result<Child> {
     fs::create_dir_all(dir)?;
     fs::write(dir.join("mm2.properties"), props)?;
     let log = fs::OpenOptions::new().create(true).append(true).open(dir.join("mm2.log"))?;
-    let java =
-        std::env::var("JAVA_HOME").map(|h| PathBuf::from(h).join("bin/java")).unwrap_or_else(|_| PathBuf::from("java"));
-    let mut cmd = Command::new(java);
-    cmd.args(["-Xms256M", "-Xmx2G", "-XX:+UseG1GC", "-Djava.awt.headless=true"])
-        .arg(format!("-Dkafka.logs.dir={}", dir.display()))
-        .arg(format!("-Dlog4j2.configurationFile={}", repo_root().join("testkit/log4j2.properties").display()))
-        .arg("-cp")
-        .arg(format!("{}/*", libs.display()))
-        .arg("org.apache.kafka.connect.mirror.MirrorMaker")
+    // The heap of Kafka's connect-mirror-maker.sh.
+    let mut cmd = java_command(&libs, dir, &["-Xms256M", "-Xmx2G"]);
+    cmd.arg("org.apache.kafka.connect.mirror.MirrorMaker")
         .arg(dir.join("mm2.properties"))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
@@ -309,7 +305,7 @@ fn die_with_parent(cmd: &mut Command) {
 fn spawn_broker(libs: &Path, dir: &Path) -> io::Result<Child> {
     let props = dir.join("server.properties");
     let log = fs::OpenOptions::new().create(true).append(true).open(dir.join("stdout.log"))?;
-    let mut cmd = java_command(libs, dir);
+    let mut cmd = java_command(libs, dir, &[HEAP]);
     cmd.arg("kafka.Kafka").arg(&props).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     die_with_parent(&mut cmd);
     cmd.spawn()

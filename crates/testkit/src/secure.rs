@@ -154,7 +154,7 @@ impl SecureCluster {
     /// `["--allow-principal", "User:strait", "--operation", "Read", "--topic", "*"]`), through the
     /// internal listener. Errors: the command fails.
     pub fn allow(&self, args: &[&str]) -> io::Result<()> {
-        let out = java_command(&kafka_libs()?, &self.cluster.dir)
+        let out = java_command(&kafka_libs()?, &self.cluster.dir, &[crate::HEAP])
             .arg("org.apache.kafka.tools.AclCommand")
             .args(["--bootstrap-server", &self.cluster.internal, "--add", "--force"])
             .args(args)

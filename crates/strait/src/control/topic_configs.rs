@@ -14,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::{replicable, Admin};
 use crate::config::Flow;
-use crate::residency::names_of;
 
 /// Syncs `flow`'s topic configs every interval until `cancel`; a failed round is logged and
 /// tried again at the next one. Does nothing when the flow has sync turned off.
@@ -41,13 +40,7 @@ pub async fn run_topic_config_sync(flow: Arc<Flow>, cancel: CancellationToken) {
 /// One round: describes every replicated source topic and its target topic (one request per
 /// cluster) and sets the configs that differ.
 async fn sync(flow: &Flow, source: &Admin, target: &Admin) -> Result<(), KafkaError> {
-    let separator = flow.policy.separator();
-    let topics: Vec<String> = source
-        .topic_names()
-        .await?
-        .into_iter()
-        .filter(|t| flow.replicates(t) && flow.residency.check(&names_of(t, separator)).is_ok())
-        .collect();
+    let topics: Vec<String> = source.topic_names().await?.into_iter().filter(|t| flow.reaches_target(t)).collect();
     let remotes: Vec<String> = topics.iter().map(|t| flow.policy.remote_topic(&flow.source.alias, t)).collect();
     let mut on_source = source.explicit_configs(&topics).await?;
     let existing: Vec<String> = {
