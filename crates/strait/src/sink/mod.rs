@@ -528,12 +528,16 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         if self.transaction_timeout.is_none() {
             return Err(ConnectError::transaction("abort", "an at-least-once sink has no transactions"));
         }
-        if self.service.fatal_error().is_some() && self.outlived_transaction_timeout() {
-            self.renew_producer = true;
-        }
         // A producer that failed for good (fenced) cannot abort; the target aborts its transaction.
         if self.in_transaction && self.service.fatal_error().is_none() {
-            self.transaction_call("abort transaction", |p, timeout| p.abort_transaction(timeout)).await?;
+            let aborted = self.transaction_call("abort transaction", |p, timeout| p.abort_transaction(timeout)).await;
+            // The target may abort the timed-out transaction itself while we try (fencing us).
+            if aborted.is_err() && !(self.service.fatal_error().is_some() && self.outlived_transaction_timeout()) {
+                return aborted;
+            }
+        }
+        if self.service.fatal_error().is_some() && self.outlived_transaction_timeout() {
+            self.renew_producer = true;
         }
         self.in_transaction = false;
         self.service.forget_in_flight();
