@@ -36,6 +36,14 @@ pub enum ConnectError {
     /// Kafka Connect's `RetriableException`.
     #[error("retriable error: {context}: {cause}")]
     Retriable { context: String, cause: Cause },
+    /// Another instance took this work over (Kafka's transactional fencing, or the group gave it
+    /// to another member): this instance must stop writing it. Kafka Connect's zombie fencing.
+    #[error("fenced: {context}: {cause}")]
+    Fenced { context: String, cause: Cause },
+    /// The configuration contradicts what the external system already holds (say, another slot
+    /// count than the one instances of the flow use); retrying cannot help until an operator acts.
+    #[error("configuration conflict: {context}: {cause}")]
+    Conflict { context: String, cause: Cause },
 }
 
 impl ConnectError {
@@ -70,6 +78,14 @@ impl ConnectError {
     /// A [`ConnectError::Retriable`] with `context` and `cause`.
     pub fn retriable(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
         Self::Retriable { context: context.into(), cause: cause.into() }
+    }
+    /// A [`ConnectError::Fenced`] with `context` and `cause`.
+    pub fn fenced(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Fenced { context: context.into(), cause: cause.into() }
+    }
+    /// A [`ConnectError::Conflict`] with `context` and `cause`.
+    pub fn conflict(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Conflict { context: context.into(), cause: cause.into() }
     }
     /// Whether trying the batch again may succeed ([`ConnectError::Retriable`]).
     pub fn is_retriable(&self) -> bool {

@@ -301,6 +301,42 @@ pub struct FlowConfig {
     /// How often heartbeats are written (ms). Default 1,000.
     #[serde(default = "default_heartbeats_ms")]
     pub emit_heartbeats_interval_ms: u64,
+    /// Running the flow on several instances (`[flows.scale_out]`). Off by default.
+    #[serde(default)]
+    pub scale_out: ScaleOutConfig,
+}
+
+/// `[flows.scale_out]`: instances of a flow share its source partitions through a consumer group
+/// on the target cluster, in slots (see [`crate::slots`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleOutConfig {
+    /// Share the flow between instances. Off: one instance runs the flow, and a second one is
+    /// refused. Default false.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Slots the flow's source partitions are spread over (the coordination topic's partition
+    /// count); the most instances that can share the work. Fixed once instances ran. Default 12.
+    #[serde(default = "default_slots")]
+    pub slots: u32,
+    /// How long an instance that stopped answering keeps its slots before the group gives them
+    /// to the others (ms; the group's `session.timeout.ms`, within the broker's
+    /// `group.min/max.session.timeout.ms`). Default 10,000.
+    #[serde(default = "default_session_timeout_ms")]
+    pub session_timeout_ms: u64,
+}
+
+impl Default for ScaleOutConfig {
+    fn default() -> Self {
+        Self { enabled: false, slots: default_slots(), session_timeout_ms: default_session_timeout_ms() }
+    }
+}
+
+fn default_slots() -> u32 {
+    12
+}
+fn default_session_timeout_ms() -> u64 {
+    10_000
 }
 
 fn all_names() -> Vec<String> {
@@ -469,6 +505,12 @@ pub struct Flow {
     pub emit_heartbeats: bool,
     /// Heartbeat interval.
     pub emit_heartbeats_interval: Duration,
+    /// Slots of the flow: `[flows.scale_out] slots`, or 1 when scale-out is off.
+    pub slots: u32,
+    /// Whether several instances share the flow (`[flows.scale_out] enabled`).
+    pub scale_out: bool,
+    /// `session.timeout.ms` of the flow's coordination group.
+    pub session_timeout: Duration,
 }
 
 impl Flow {
@@ -481,11 +523,24 @@ impl Flow {
         }
     }
 
-    /// The `transactional.id` of the flow's target producer in exactly-once mode:
-    /// `strait-<source>-><target>`. Unique per flow, stable across restarts, so a new instance's
+    /// The `transactional.id` through which `slot` of the flow writes to the target (records too
+    /// in exactly-once mode; offset syncs and positions in both modes):
+    /// `strait-<source>-><target>/slot-<n>`. Stable across restarts, so the slot's next owner's
     /// `init_transactions` fences the previous one.
-    pub fn transactional_id(&self) -> String {
-        format!("strait-{}", self.name)
+    pub fn transactional_id(&self, slot: u32) -> String {
+        format!("strait-{}/slot-{slot}", self.name)
+    }
+
+    /// The consumer group on the target whose members share the flow's slots:
+    /// `strait-slots-<source>-><target>`.
+    pub fn slots_group(&self) -> String {
+        format!("strait-slots-{}", self.name)
+    }
+
+    /// The coordination topic on the target, one partition per slot:
+    /// `strait-slots.<source>.<target>.internal`. Nothing is written to it.
+    pub fn slots_topic(&self) -> String {
+        format!("strait-slots.{}.{}.internal", self.source.alias, self.target.alias)
     }
 
     /// Whether a source topic is replicated by this flow: MM2's rules — the topic filter (or a
@@ -709,6 +764,13 @@ impl Config {
                 sync_group_offsets_interval: ms("sync_group_offsets_interval_ms", f.sync_group_offsets_interval_ms)?,
                 emit_heartbeats: f.emit_heartbeats,
                 emit_heartbeats_interval: ms("emit_heartbeats_interval_ms", f.emit_heartbeats_interval_ms)?,
+                slots: if f.scale_out.enabled {
+                    positive("scale_out.slots", f.scale_out.slots.into())? as u32
+                } else {
+                    1
+                },
+                scale_out: f.scale_out.enabled,
+                session_timeout: ms("scale_out.session_timeout_ms", f.scale_out.session_timeout_ms)?,
             });
         }
         Ok(flows)
@@ -801,6 +863,7 @@ mod tests {
             &Config::parse(&format!("{TWO_CLUSTERS}delivery = \"exactly_once\"\ntransaction_timeout_ms = 9000\n"))
                 .unwrap()[0];
         assert_eq!(flow.delivery, Delivery::ExactlyOnce { transaction_timeout: Duration::from_secs(9) });
-        assert_eq!(flow.transactional_id(), "strait-a->b");
+        assert_eq!(flow.transactional_id(0), "strait-a->b/slot-0");
+        assert_eq!((flow.slots, flow.scale_out), (1, false));
     }
 }

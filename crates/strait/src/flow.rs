@@ -1,13 +1,19 @@
-//! Runs one flow: the one place that builds its clients — the TargetSink (which reads the saved
-//! positions), the source (told where to start), and the control producer shared by heartbeats
-//! and checkpoints — retrying with backoff while a cluster is unreachable, then drives source and
-//! sink with the connector runtime until shutdown or failure.
+//! Runs one flow on this instance: joins the flow's slot group on the target
+//! ([`crate::slots`]) and, for each slot the group gives this instance, builds and drives a data
+//! path — the TargetSink (which fences the slot's previous owner and reads the saved positions),
+//! then the source (told where to start) — with the connector runtime, retrying with backoff
+//! while a cluster is unreachable. A revoked slot drains (its last batch committed) before the
+//! group hands it on. The owner of slot 0 also runs what a flow needs once: heartbeats,
+//! checkpoints and topic config sync, sharing one control producer.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use strait_connect::{ConnectError, ConnectResult, ConnectorRuntime, RuntimeConfig, RuntimeState};
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Flow;
@@ -17,6 +23,7 @@ use crate::control::topic_configs::run_topic_config_sync;
 use crate::kafka::control_producer;
 use crate::metrics::metrics;
 use crate::sink::TargetSink;
+use crate::slots::{slot_of, SlotEvent, SlotGroup};
 use crate::source::KafkaSource;
 use crate::watch::{run_watch, Committed};
 
@@ -25,29 +32,220 @@ const BACKOFF_MIN: Duration = Duration::from_millis(500);
 /// Longest wait between start attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(15);
 
-/// Runs `flow` until `cancel` (then drains and returns `Ok`) or it fails.
+/// Start errors retrying cannot change: transactions the target refuses (a transaction timeout
+/// it does not allow), failed authentication, missing permissions, a source gap with
+/// `on_source_gap = "fail"`, a slot count other instances do not share. Everything else at start
+/// (an unreachable cluster...) is retried.
+fn permanent(e: &ConnectError) -> bool {
+    matches!(
+        e,
+        ConnectError::Transaction { .. }
+            | ConnectError::Denied { .. }
+            | ConnectError::DataLoss { .. }
+            | ConnectError::Conflict { .. }
+            | ConnectError::Fenced { .. }
+    )
+}
+
+/// Runs `flow` on this instance until `cancel` (then drains the slots it owns, leaves the slot
+/// group and returns `Ok`) or it fails.
 ///
-/// Start-up failures (cluster unreachable, topic not creatable) are retried with doubling
-/// backoff (0.5 s up to 15 s), each logged, except transactions the target refuses, a failed
-/// authentication, a missing permission and a source gap the flow may not skip, which stop the
-/// flow at once; once running, an error that cannot be retried stops the flow and is
-/// returned with the topic/partition/offset at fault.
+/// Start-up failures are retried with doubling backoff (0.5 s up to 15 s), each logged, except
+/// the [`permanent`] ones, which stop the flow at once. Once running, an error that cannot be
+/// retried stops the flow and is returned with the topic/partition/offset at fault. A slot taken
+/// over by another instance is dropped with an info log when scale-out is on; with it off, the
+/// flow runs on one instance only, and this one stops with a [`ConnectError::Fenced`] when
+/// another instance owns the flow's slot.
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
-    // Refused transactions (a transaction timeout the broker does not allow), failed
-    // authentication, missing permissions and a source gap with `on_source_gap = "fail"` stop the
-    // flow; everything else at start (an unreachable cluster...) is retried.
-    let refused = |e: &ConnectError| {
-        matches!(e, ConnectError::Transaction { .. } | ConnectError::Denied { .. } | ConnectError::DataLoss { .. })
-    };
     let up = |running: bool| metrics().set_flow_up(&flow.name, &flow.source.alias, &flow.target.alias, running);
     up(false);
-    let committed = Committed::default();
-    let Some((source, sink)) =
-        with_backoff(&flow, "flow", &cancel, refused, || start(flow.clone(), committed.clone())).await?
+    let Some((group, mut events)) =
+        with_backoff(&flow, "slot group", &cancel, permanent, || SlotGroup::join(&flow)).await?
     else {
         return Ok(());
     };
     up(true);
+    let mut instance = Instance::new(flow.clone(), &cancel);
+    let result = instance.run(&mut events, &cancel).await;
+    instance.stop().await;
+    // Closed first: the group's revocations at leave need no answer.
+    drop(events);
+    group.leave().await;
+    up(false);
+    if result.is_ok() {
+        tracing::info!(flow = %flow.name, "flow stopped after a final drain");
+    }
+    result
+}
+
+/// A slot's data path, running.
+struct Running {
+    /// Tells apart a slot started again from an earlier run of it whose end is still reported.
+    generation: u64,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// What this instance runs of a flow: the data paths of its slots, the once-per-flow tasks while
+/// it owns slot 0, and the lag watch of its partitions.
+struct Instance {
+    flow: Arc<Flow>,
+    committed: Committed,
+    slots: HashMap<u32, Running>,
+    generation: u64,
+    /// Each slot's data path reports its end here: (slot, generation, outcome).
+    ended: (mpsc::UnboundedSender<(u32, u64, ConnectResult<()>)>, mpsc::UnboundedReceiver<(u32, u64, ConnectResult<()>)>),
+    /// Heartbeats, checkpoints and topic config sync, while slot 0 is owned.
+    once_per_flow: Option<(CancellationToken, JoinSet<()>)>,
+    watch: (CancellationToken, JoinHandle<()>),
+}
+
+impl Instance {
+    fn new(flow: Arc<Flow>, cancel: &CancellationToken) -> Self {
+        let committed = Committed::default();
+        let watch_cancel = cancel.child_token();
+        let watch = tokio::spawn(run_watch(flow.clone(), committed.clone(), watch_cancel.clone()));
+        Self {
+            flow,
+            committed,
+            slots: HashMap::new(),
+            generation: 0,
+            ended: mpsc::unbounded_channel(),
+            once_per_flow: None,
+            watch: (watch_cancel, watch),
+        }
+    }
+
+    /// Follows the group's assignments until `cancel` or a failure.
+    async fn run(
+        &mut self,
+        events: &mut mpsc::UnboundedReceiver<SlotEvent>,
+        cancel: &CancellationToken,
+    ) -> ConnectResult<()> {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return Ok(()),
+                event = events.recv() => match event {
+                    None => return Err(ConnectError::backend(format!("flow {}", self.flow.name), "the slot group's thread stopped")),
+                    Some(SlotEvent::Assigned(slots)) => {
+                        for slot in slots {
+                            self.start_slot(slot);
+                        }
+                        if self.slots.is_empty() && !self.flow.scale_out {
+                            return Err(ConnectError::fenced(
+                                format!("flow {}", self.flow.name),
+                                format!(
+                                    "another instance runs this flow (it owns the flow's slot in group {} on {}); \
+                                     set [flows.scale_out] enabled = true on every instance to share the flow",
+                                    self.flow.slots_group(), self.flow.target.alias
+                                ),
+                            ));
+                        }
+                        self.log_owned();
+                    }
+                    Some(SlotEvent::Revoked(slots, done)) => {
+                        for slot in slots {
+                            self.stop_slot(slot).await;
+                        }
+                        let _ = done.send(());
+                        self.log_owned();
+                    }
+                },
+                Some((slot, generation, outcome)) = self.ended.1.recv() => {
+                    if self.slots.get(&slot).map(|r| r.generation) != Some(generation) {
+                        continue;
+                    }
+                    self.stop_slot(slot).await;
+                    match outcome {
+                        Err(e @ ConnectError::Fenced { .. }) if self.flow.scale_out => {
+                            tracing::info!(flow = %self.flow.name, slot, reason = %e, "slot taken over by another instance; dropping it");
+                        }
+                        Err(e) => return Err(e),
+                        Ok(()) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn log_owned(&self) {
+        let mut owned: Vec<u32> = self.slots.keys().copied().collect();
+        owned.sort_unstable();
+        tracing::info!(flow = %self.flow.name, slots = ?owned, of = self.flow.slots, "slots owned by this instance");
+    }
+
+    fn start_slot(&mut self, slot: u32) {
+        if self.slots.contains_key(&slot) {
+            return;
+        }
+        self.generation += 1;
+        let (generation, cancel) = (self.generation, CancellationToken::new());
+        let (flow, committed, ended) = (self.flow.clone(), self.committed.clone(), self.ended.0.clone());
+        let token = cancel.clone();
+        let task = tokio::spawn(async move {
+            let outcome = run_slot(flow, slot, committed, token).await;
+            let _ = ended.send((slot, generation, outcome));
+        });
+        self.slots.insert(slot, Running { generation, cancel, task });
+        if slot == 0 {
+            self.once_per_flow = Some(start_once_per_flow(&self.flow));
+        }
+    }
+
+    /// Stops `slot`'s data path (its last batch written) and forgets its partitions.
+    async fn stop_slot(&mut self, slot: u32) {
+        let Some(running) = self.slots.remove(&slot) else { return };
+        running.cancel.cancel();
+        let _ = running.task.await;
+        let slots = self.flow.slots;
+        self.committed.forget(|topic, partition| slot_of(topic, partition, slots) == slot);
+        if slot == 0 {
+            if let Some((cancel, mut tasks)) = self.once_per_flow.take() {
+                cancel.cancel();
+                while tasks.join_next().await.is_some() {}
+            }
+        }
+        tracing::info!(flow = %self.flow.name, slot, "slot stopped");
+    }
+
+    /// Drains every owned slot and stops the watch.
+    async fn stop(&mut self) {
+        let owned: Vec<u32> = self.slots.keys().copied().collect();
+        for slot in owned {
+            self.stop_slot(slot).await;
+        }
+        self.watch.0.cancel();
+        let _ = (&mut self.watch.1).await;
+    }
+}
+
+/// Heartbeats, checkpoints and topic config sync: run by the owner of slot 0 only.
+fn start_once_per_flow(flow: &Arc<Flow>) -> (CancellationToken, JoinSet<()>) {
+    let (cancel, mut tasks) = (CancellationToken::new(), JoinSet::new());
+    tasks.spawn(run_topic_config_sync(flow.clone(), cancel.clone()));
+    if flow.emit_heartbeats || flow.emit_checkpoints || flow.sync_group_offsets {
+        match control_producer(&flow.target) {
+            Ok(producer) => {
+                if flow.emit_heartbeats {
+                    tasks.spawn(run_heartbeats(flow.clone(), producer.clone(), cancel.clone()));
+                }
+                if flow.emit_checkpoints || flow.sync_group_offsets {
+                    tasks.spawn(run_checkpoints(flow.clone(), producer, cancel.clone()));
+                }
+            }
+            Err(e) => tracing::error!(flow = %flow.name, error = %e, "control producer: no heartbeats or checkpoints"),
+        }
+    }
+    (cancel, tasks)
+}
+
+/// Runs the data path of `slot` until `cancel` (then drains and returns `Ok`) or it fails.
+async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: CancellationToken) -> ConnectResult<()> {
+    let Some((source, sink)) =
+        with_backoff(&flow, "flow", &cancel, permanent, || start(flow.clone(), slot, committed.clone())).await?
+    else {
+        return Ok(());
+    };
     let config = RuntimeConfig {
         max_batch_records: flow.max_batch_records,
         max_batch_bytes: flow.max_batch_bytes,
@@ -57,38 +255,18 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
         ..RuntimeConfig::default()
     };
     let (runtime, handle) = ConnectorRuntime::new(source, sink, config);
-    // Side tasks stop with the flow, whether it is shut down or fails.
-    let side_cancel = cancel.child_token();
-    let mut side = tokio::task::JoinSet::new();
-    side.spawn(run_topic_config_sync(flow.clone(), side_cancel.clone()));
-    side.spawn(run_watch(flow.clone(), committed, side_cancel.clone()));
-    if flow.emit_heartbeats || flow.emit_checkpoints || flow.sync_group_offsets {
-        let producer = control_producer(&flow.target).map_err(|e| ConnectError::backend("control producer", e))?;
-        if flow.emit_heartbeats {
-            side.spawn(run_heartbeats(flow.clone(), producer.clone(), side_cancel.clone()));
-        }
-        if flow.emit_checkpoints || flow.sync_group_offsets {
-            side.spawn(run_checkpoints(flow.clone(), producer, side_cancel.clone()));
-        }
-    }
-    let stopper = tokio::spawn({
-        let cancel = cancel.clone();
-        async move {
-            cancel.cancelled().await;
-            handle.shutdown();
-        }
+    let stopper = tokio::spawn(async move {
+        cancel.cancelled().await;
+        handle.shutdown();
     });
     let state = runtime.run().await;
-    up(false);
     stopper.abort();
-    side_cancel.cancel();
-    while side.join_next().await.is_some() {}
     match state {
-        RuntimeState::Failed(e) => Err(ConnectError::backend(format!("flow {} failed", flow.name), e.to_string())),
-        _ => {
-            tracing::info!(flow = %flow.name, "flow stopped after a final drain");
-            Ok(())
+        RuntimeState::Failed(e) if matches!(*e, ConnectError::Fenced { .. }) => {
+            Err(ConnectError::fenced(format!("flow {} slot {slot}", flow.name), e.to_string()))
         }
+        RuntimeState::Failed(e) => Err(ConnectError::backend(format!("flow {} failed", flow.name), e.to_string())),
+        _ => Ok(()),
     }
 }
 
@@ -138,10 +316,10 @@ async fn run_checkpoints(flow: Arc<Flow>, producer: rdkafka::producer::FuturePro
     }
 }
 
-/// The sink first: it fences a previous instance (exactly-once) and reads the saved positions,
-/// from which the source starts.
-async fn start(flow: Arc<Flow>, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
-    let (sink, saved) = TargetSink::start(flow.clone()).await?;
-    let source = KafkaSource::start(flow, saved, committed).await?;
+/// The sink first: it fences the slot's previous owner and reads the saved positions, from which
+/// the source starts.
+async fn start(flow: Arc<Flow>, slot: u32, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
+    let (sink, saved) = TargetSink::start(flow.clone(), slot).await?;
+    let source = KafkaSource::start(flow, slot, saved, committed).await?;
     Ok((source, sink))
 }

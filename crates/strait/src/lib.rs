@@ -2,12 +2,13 @@
 //!
 //! A flow reads a source cluster with [`source::KafkaSource`] and writes the target with
 //! [`sink::TargetSink`] (loop guard, residency gate, renaming, offset syncs, positions, and
-//! exactly-once transactions), driven by the `strait-connect` runtime; [`control`] writes MM2's
+//! exactly-once transactions), driven by the `strait-connect` runtime, in
+//! [`slots`] that instances of a flow share through a consumer group on the target; [`control`] writes MM2's
 //! heartbeats and checkpoints. [`config`] is the user-facing TOML, validated once into
 //! [`config::Flow`]s.
 //!
 //! Layers, each importing only those below it:
-//! `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch` →
+//! `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
 //! `source`, `sink`, `control`, `status` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
@@ -24,6 +25,7 @@ pub mod record;
 pub mod residency;
 pub mod rules;
 pub mod sink;
+pub mod slots;
 pub mod source;
 pub mod status;
 pub mod watch;

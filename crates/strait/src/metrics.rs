@@ -208,6 +208,11 @@ impl Metrics {
         self.lag.get_or_create(&self.partition_labels(source, target, topic, partition)).clone()
     }
 
+    /// Drops the lag series of `topic`/`partition` (another instance replicates it now).
+    pub fn forget_lag(&self, source: &str, target: &str, topic: &str, partition: i32) {
+        self.lag.remove(&self.partition_labels(source, target, topic, partition));
+    }
+
     /// The residency drop counter of one source topic.
     pub fn residency_dropped(&self, source: &str, target: &str, topic: &str) -> Counter {
         let labels = TopicLabels { source: source.into(), target: target.into(), topic: topic.into() };

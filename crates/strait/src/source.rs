@@ -1,4 +1,5 @@
-//! KafkaSource: reads every partition of a flow's selected topics from the source cluster.
+//! KafkaSource: reads the partitions of a flow's selected topics in one slot of the flow (all
+//! of them with one slot) from the source cluster.
 //!
 //! Manual assignment (no consumer group, nothing written to the source), `read_committed` so
 //! aborted transactions never reach the target, starting from the positions it is given (read by
@@ -21,11 +22,14 @@ use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
 use crate::kafka::{blocking, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
 use crate::record::ReplicatedRecord;
+use crate::slots::slot_of;
 use crate::watch::Committed;
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
     consumer: Arc<BaseConsumer>,
+    /// The flow's slot whose partitions this source reads ([`crate::slots`]).
+    slot: u32,
     /// Topic names shared by every record of the topic.
     names: HashMap<String, Arc<str>>,
     flow: Arc<Flow>,
@@ -65,9 +69,10 @@ const CONSUMER_SETTINGS: &[(&str, &str)] = &[
 ];
 
 impl KafkaSource {
-    /// Connects to the source cluster and assigns every selected partition from its position in
-    /// `saved` (earliest when none); assigned and committed positions are recorded in `committed`. Errors: a backend error when the source cluster cannot be listed.
-    pub async fn start(flow: Arc<Flow>, saved: Positions, committed: Committed) -> ConnectResult<Self> {
+    /// Connects to the source cluster and assigns every selected partition of `slot` from its
+    /// position in `saved` (earliest when none); assigned and committed positions are recorded in
+    /// `committed`. Errors: a backend error when the source cluster cannot be listed.
+    pub async fn start(flow: Arc<Flow>, slot: u32, saved: Positions, committed: Committed) -> ConnectResult<Self> {
         let consumer: BaseConsumer = flow
             .source
             .client_config(CONSUMER_SETTINGS)
@@ -76,6 +81,7 @@ impl KafkaSource {
             .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
         let mut source = Self {
             consumer: Arc::new(consumer),
+            slot,
             names: HashMap::new(),
             flow,
             saved,
@@ -90,6 +96,7 @@ impl KafkaSource {
         let topics = source.refresh().await?;
         tracing::info!(
             flow = %source.flow.name,
+            slot = source.slot,
             source = %source.flow.source.bootstrap_servers,
             target = %source.flow.target.bootstrap_servers,
             topics = ?topics,
@@ -193,6 +200,7 @@ impl KafkaSource {
             }
             fresh.extend(
                 (0..partitions as i32)
+                    .filter(|p| slot_of(&topic, *p, self.flow.slots) == self.slot)
                     .filter(|p| !self.assigned.contains(&(topic.clone(), *p)))
                     .map(|p| (topic.clone(), p)),
             );

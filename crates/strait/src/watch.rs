@@ -35,6 +35,11 @@ impl Committed {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).insert((topic.to_string(), partition), next);
     }
 
+    /// Forgets the partitions `moved` says another instance replicates now.
+    pub fn forget(&self, moved: impl Fn(&str, i32) -> bool) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).retain(|(t, p), _| !moved(t, *p));
+    }
+
     fn snapshot(&self) -> Vec<((String, i32), Option<i64>)> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.clone(), *v)).collect()
     }
@@ -90,8 +95,16 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
             total_committed += next;
             *lags.entry((topic, if per_partition { partition } else { 0 })).or_default() += lag;
         }
+        let (source, target) = (&flow.source.alias, &flow.target.alias);
+        // Partitions another instance replicates now are its to report.
+        gauges.retain(|(topic, partition), _| {
+            let kept = lags.contains_key(&(topic.clone(), *partition));
+            if !kept {
+                metrics().forget_lag(source, target, topic, *partition);
+            }
+            kept
+        });
         for ((topic, partition), lag) in lags {
-            let (source, target) = (&flow.source.alias, &flow.target.alias);
             gauges
                 .entry((topic.clone(), partition))
                 .or_insert_with(|| metrics().lag(source, target, &topic, partition))

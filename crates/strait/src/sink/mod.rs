@@ -55,16 +55,22 @@ const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
     ("message.timeout.ms", "300000"),
 ];
 
-/// The flow's producer; in exactly-once mode transactional (`strait-<source>-><target>`) with
-/// `init_transactions` done, which fences any earlier producer of the flow. Errors: the producer
-/// cannot be created; transactions the target refuses (a [`ConnectError::Transaction`]), or
-/// cannot initialise yet (a [`ConnectError::Retriable`]).
+/// `transaction.timeout.ms` of the at-least-once state producer, whose transactions hold only a
+/// batch's offset syncs and positions.
+const STATE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A producer of `slot` of the flow; transactional (`strait-<source>-><target>/slot-<n>`) when
+/// `transaction_timeout` is given, with `init_transactions` done, which fences the slot's previous
+/// owner and completes its open transaction. Without, the at-least-once record producer.
+/// Errors: the producer cannot be created; transactions the target refuses (a
+/// [`ConnectError::Transaction`]), or cannot initialise yet (a [`ConnectError::Retriable`]).
 async fn producer_service(
     flow: &Flow,
+    slot: u32,
     transaction_timeout: Option<Duration>,
 ) -> ConnectResult<ProduceService<InFlight>> {
     let timeout_ms = transaction_timeout.map(|t| t.as_millis().to_string());
-    let transactional_id = flow.transactional_id();
+    let transactional_id = flow.transactional_id(slot);
     let mut settings = PRODUCER_SETTINGS.to_vec();
     match &timeout_ms {
         None => settings.extend_from_slice(AT_LEAST_ONCE_SETTINGS),
@@ -89,7 +95,7 @@ async fn producer_service(
                 _ => ConnectError::retriable(context, e),
             }
         })?;
-        tracing::info!(flow = %flow.name, transactional_id, "exactly-once: transactions initialised; any previous instance is fenced");
+        tracing::info!(flow = %flow.name, transactional_id, "transactions initialised; the slot's previous owner is fenced");
     }
     Ok(service)
 }
@@ -141,7 +147,13 @@ enum InFlight {
 /// The [`Sink`] of a flow: writes [`ReplicatedRecord`]s, offset syncs and positions to the target.
 pub struct TargetSink {
     flow: Arc<Flow>,
+    /// The slot of the flow this sink writes ([`crate::slots`]).
+    slot: u32,
+    /// Writes records; in exactly-once mode also offset syncs and positions, in its transactions.
     service: ProduceService<InFlight>,
+    /// At-least-once mode: the slot's transactional producer of offset syncs and positions, so
+    /// a fenced previous owner can never overwrite them.
+    state: Option<ProduceService<InFlight>>,
     router: TopicRouter,
     guard: LoopGuard,
     syncs: OffsetSyncWriter,
@@ -168,13 +180,13 @@ pub struct TargetSink {
 }
 
 impl TargetSink {
-    /// Connects the target producer, learns both cluster ids, ensures the positions and
-    /// offset-syncs topics (one partition, compacted) and returns the sink with the flow's saved
-    /// positions, from which the source starts. In exactly-once mode `init_transactions` runs
-    /// first: it fences any previous instance of the flow and completes its open transaction, so
-    /// the positions read next (`read_committed`) are the last committed ones.
+    /// Connects the target producers of `slot`, learns both cluster ids, ensures the positions
+    /// and offset-syncs topics (one partition, compacted) and returns the sink with the flow's
+    /// saved positions, from which the source starts. The slot's transactional producer's
+    /// `init_transactions` runs first: it fences the slot's previous owner and completes its open
+    /// transaction, so the positions read next (`read_committed`) are the last committed ones.
     /// Errors: a backend error if a cluster cannot be reached or a topic created or read.
-    pub async fn start(flow: Arc<Flow>) -> ConnectResult<(Self, Positions)> {
+    pub async fn start(flow: Arc<Flow>, slot: u32) -> ConnectResult<(Self, Positions)> {
         let target_id = cluster_id(&flow.target).await?;
         let source_id = cluster_id(&flow.source).await?;
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
@@ -189,7 +201,11 @@ impl TargetSink {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
-        let service = producer_service(&flow, transaction_timeout).await?;
+        let service = producer_service(&flow, slot, transaction_timeout).await?;
+        let state = match transaction_timeout {
+            None => Some(producer_service(&flow, slot, Some(STATE_TRANSACTION_TIMEOUT)).await?),
+            Some(_) => None,
+        };
         let saved = positions::load(&flow.target, &flow.name)
             .await
             .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
@@ -227,7 +243,9 @@ impl TargetSink {
             last: HashMap::new(),
             stats: SinkMetrics::new(&flow),
             flow,
+            slot,
             service,
+            state,
             loop_drops: 0,
             zero_timestamps: HashMap::new(),
         };
@@ -239,7 +257,8 @@ impl TargetSink {
     /// aborted and replayed); anything else, and every error in at-least-once mode (librdkafka
     /// already retried until `message.timeout.ms`), stops the flow naming the record.
     fn failure(&self, context: String, e: KafkaError) -> ConnectError {
-        if let Some((code, reason)) = self.service.fatal_error() {
+        let fatal = self.service.fatal_error().or_else(|| self.state.as_ref()?.fatal_error());
+        if let Some((code, reason)) = fatal {
             let fenced = matches!(
                 code,
                 RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch
@@ -256,11 +275,13 @@ impl TargetSink {
             }
             if fenced {
                 // Not the record's fault: the whole producer is out.
-                return ConnectError::transaction(
+                return ConnectError::fenced(
                     format!(
-                        "fenced by another instance of this flow (transactional.id {}), or its transaction outlived \
-                         transaction_timeout_ms and was aborted by the target; this instance stops",
-                        self.flow.transactional_id()
+                        "flow {} slot {}: another instance took it over (transactional.id {}), or its transaction \
+                         outlived transaction_timeout_ms and was aborted by the target",
+                        self.flow.name,
+                        self.slot,
+                        self.flow.transactional_id(self.slot)
                     ),
                     reason,
                 );
@@ -300,31 +321,61 @@ impl TargetSink {
     /// every record acknowledged before it, in every partition, are saved first (with a fresh
     /// producer: the data producer may have stopped for good), so a restart replays only from the
     /// failed record on. A failure to save them is logged; the records are then replayed, not lost.
-    async fn stop_on(&self, failed: (InFlight, KafkaError)) -> ConnectError {
-        if self.transaction_timeout.is_none() {
-            if let Err(e) = self.save_acknowledged().await {
-                tracing::error!(flow = %self.flow.name, error = %e, "positions of the records written before the failure could not be saved; they will be written again at restart");
+    async fn stop_on(&mut self, failed: (InFlight, KafkaError)) -> ConnectError {
+        if self.state.is_some() {
+            let acknowledged: Vec<SourceOffset> = self
+                .syncs
+                .acknowledged()
+                .map(|(topic, partition, offset)| SourceOffset { topic: topic.clone(), partition, offset })
+                .collect();
+            match self.write_state(Vec::new(), &acknowledged).await {
+                Ok(()) => tracing::info!(flow = %self.flow.name, partitions = acknowledged.len(), "saved the positions of the records written before the failure"),
+                Err(e) => tracing::error!(flow = %self.flow.name, error = %e, "positions of the records written before the failure could not be saved; they will be written again at restart"),
             }
         }
         self.produce_error(failed)
     }
 
-    async fn save_acknowledged(&self) -> Result<(), KafkaError> {
-        let producer = control_producer(&self.flow.target)?;
-        let mut acks = Vec::new();
-        for (topic, partition, upstream) in self.syncs.acknowledged() {
-            let (key, value) =
-                self.position_record(&SourceOffset { topic: topic.clone(), partition, offset: upstream });
-            acks.push(
-                enqueue(&producer, FutureRecord::to(POSITIONS_TOPIC).partition(0).key(&key[..]).payload(&value[..]))
-                    .await?,
-            );
+    /// The producer of offset syncs and positions: the state producer in at-least-once mode,
+    /// else the record producer (one transaction for all three).
+    fn writer(&mut self) -> &mut ProduceService<InFlight> {
+        self.state.as_mut().unwrap_or(&mut self.service)
+    }
+
+    /// Writes `syncs` and `positions` and awaits their acks: in their own transaction in
+    /// at-least-once mode, else in the open one, which is then committed.
+    async fn write_state(&mut self, syncs: Vec<OffsetSync>, positions: &[SourceOffset]) -> ConnectResult<()> {
+        if self.state.is_some() {
+            self.transaction_call("begin state transaction", |p, _| p.begin_transaction()).await?;
+            self.in_transaction = true;
         }
-        let saved = acks.len();
-        for ack in acks {
-            acked(ack).await?;
+        if let Some(producer) = &self.source_syncs {
+            self.write_syncs_to_source(producer, &syncs).await?;
+        } else {
+            let writer = self.state.as_mut().unwrap_or(&mut self.service);
+            for sync in syncs {
+                let (key, value) = (sync.encode_key(), sync.encode_value());
+                let record =
+                    BaseRecord::with_opaque_to(&self.syncs_topic, 0).partition(0).key(&key[..]).payload(&value[..]);
+                if let Err(failed) = writer.send(record, InFlight::OffsetSync(sync), &mut |_, _| {}).await {
+                    return Err(self.produce_error(failed));
+                }
+            }
         }
-        tracing::info!(flow = %self.flow.name, partitions = saved, "saved the positions of the records written before the failure");
+        for p in positions {
+            let (key, value) = self.position_record(p);
+            let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
+            if let Err(failed) = self.writer().send(record, InFlight::Position(p.clone()), &mut |_, _| {}).await {
+                return Err(self.produce_error(failed));
+            }
+        }
+        if let Err(failed) = self.writer().wait_acks(0, &mut |_, _| {}).await {
+            return Err(self.produce_error(failed));
+        }
+        if self.in_transaction {
+            self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+            self.in_transaction = false;
+        }
         Ok(())
     }
 
@@ -374,11 +425,12 @@ impl TargetSink {
         what: &str,
         call: impl Fn(&service::DataProducer, Duration) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
     ) -> ConnectResult<()> {
-        let timeout = self.transaction_timeout.unwrap_or(Duration::from_secs(60));
+        let timeout = self.transaction_timeout.unwrap_or(STATE_TRANSACTION_TIMEOUT);
         let mut backoff = TRANSACTION_RETRY_MIN;
         loop {
             let call = call.clone();
-            match self.service.transaction(move |p| call(p, timeout)).await {
+            let writer = self.state.as_ref().unwrap_or(&self.service);
+            match writer.transaction(move |p| call(p, timeout)).await {
                 Ok(()) => return Ok(()),
                 Err(KafkaError::Transaction(e)) if e.is_retriable() => {
                     tracing::warn!(flow = %self.flow.name, error = %e, retry_in_ms = backoff.as_millis() as u64, "{what} failed; retrying");
@@ -466,7 +518,8 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     }
 
     /// Awaits every record's ack, then writes the batch's offset syncs and `positions` and awaits
-    /// theirs; in exactly-once mode commits the transaction holding all three.
+    /// theirs: in the slot's state transaction in at-least-once mode; in exactly-once mode it
+    /// commits the transaction holding all three.
     async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
         let (syncs, stats) = (&mut self.syncs, &mut self.stats);
         let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
@@ -475,33 +528,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         }
         let decided = self.syncs.take();
         self.stats.offset_syncs(&decided);
-        if let Some(producer) = &self.source_syncs {
-            self.write_syncs_to_source(producer, &decided).await?;
-        } else {
-            for sync in decided {
-                let (key, value) = (sync.encode_key(), sync.encode_value());
-                let record =
-                    BaseRecord::with_opaque_to(&self.syncs_topic, 0).partition(0).key(&key[..]).payload(&value[..]);
-                if let Err(failed) = self.service.send(record, InFlight::OffsetSync(sync), &mut |_, _| {}).await {
-                    return Err(self.produce_error(failed));
-                }
-            }
-        }
-        for p in positions {
-            let (key, value) = self.position_record(p);
-            let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
-            if let Err(failed) = self.service.send(record, InFlight::Position(p.clone()), &mut |_, _| {}).await {
-                return Err(self.produce_error(failed));
-            }
-        }
-        if let Err(failed) = self.service.wait_acks(0, &mut |_, _| {}).await {
-            return Err(self.produce_error(failed));
-        }
-        if self.in_transaction {
-            self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
-            self.in_transaction = false;
-        }
-        Ok(())
+        self.write_state(decided, positions).await
     }
 
     fn supports_transactions(&self) -> bool {
@@ -512,7 +539,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         if self.transaction_timeout.is_some() {
             if self.renew_producer {
                 tracing::warn!(flow = %self.flow.name, "the target aborted a transaction that outlived transaction_timeout_ms; starting a new transactional producer");
-                self.service = producer_service(&self.flow, self.transaction_timeout).await?;
+                self.service = producer_service(&self.flow, self.slot, self.transaction_timeout).await?;
                 self.renew_producer = false;
             }
             self.transaction_call("begin transaction", |p, _| p.begin_transaction()).await?;

@@ -16,6 +16,7 @@ mod fidelity;
 mod metrics;
 mod offset_syncs;
 mod residency;
+mod scale_out;
 mod security;
 mod selection;
 mod sink;

@@ -7,7 +7,7 @@ use strait::config::Config;
 use strait::positions::{self, Saved};
 use strait::record::ReplicatedRecord;
 use strait::sink::TargetSink;
-use strait_connect::{ConnectRecord, Header, Sink, SourceOffset};
+use strait_connect::{ConnectError, ConnectRecord, Header, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
 
 use crate::support::*;
@@ -51,7 +51,7 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     let f = TopicFlow::new("sink", 1).await;
     let flow = sink_flow(&f, "offset_lag_max = 3");
     let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
-    let (mut sink, saved) = TargetSink::start(flow.clone()).await.expect("sink starts against real brokers");
+    let (mut sink, saved) = TargetSink::start(flow.clone(), 0).await.expect("sink starts against real brokers");
     assert!(!sink.supports_transactions(), "at-least-once sink");
     assert!(saved.is_empty(), "a new flow has no positions");
 
@@ -80,12 +80,40 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     sink.close().await.unwrap();
 }
 
+/// At-least-once too: a slot's offset syncs and positions go through its transactional.id, so
+/// once another instance took the slot over, the old one can never move them.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_at_least_once_zombie_cannot_overwrite_positions_or_offset_syncs() {
+    let f = TopicFlow::new("alozombie", 1).await;
+    let flow = sink_flow(&f, "offset_lag_max = 0");
+    let topic = Arc::<str>::from(f.topic.as_str());
+    let (mut zombie, _) = TargetSink::start(flow.clone(), 0).await.expect("sink starts");
+    zombie.put((0..3).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
+    zombie.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 2 }]).await.unwrap();
+
+    let (mut owner, resumed) = TargetSink::start(flow.clone(), 0).await.expect("the slot's next owner starts");
+    assert_eq!(resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(3));
+    zombie.put(vec![record(&topic, 3, Some("zombie"))]).await.unwrap();
+    let fenced = zombie
+        .commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 3 }])
+        .await
+        .expect_err("the old owner cannot save");
+    assert!(matches!(fenced, ConnectError::Fenced { .. }), "{fenced}");
+    let saved = positions::load(&flow.target, &flow.name).await.unwrap();
+    assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(3), "the position did not move");
+    assert_eq!(written_syncs(&f.b, &f.src, &f.topic), vec![(0, 0), (1, 1), (2, 2)], "no sync of the zombie");
+    owner.put(vec![record(&topic, 3, Some("v"))]).await.unwrap();
+    owner.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 3 }]).await.unwrap();
+    let saved = positions::load(&flow.target, &flow.name).await.unwrap();
+    assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(4), "the owner saves");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     let f = TopicFlow::new("txsink", 1).await;
     let flow = sink_flow(&f, "offset_lag_max = 3\ndelivery = \"exactly_once\"");
     let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
-    let (mut sink, _) = TargetSink::start(flow.clone()).await.expect("transactional sink starts");
+    let (mut sink, _) = TargetSink::start(flow.clone(), 0).await.expect("transactional sink starts");
     assert!(sink.supports_transactions());
 
     // A batch written and aborted: records, syncs and positions all invisible to read_committed.
@@ -112,7 +140,7 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(6));
 
     // A second sink of the same flow fences the first, which then fails saying so.
-    let (mut second, resumed) = TargetSink::start(flow.clone()).await.expect("second instance starts");
+    let (mut second, resumed) = TargetSink::start(flow.clone(), 0).await.expect("second instance starts");
     assert_eq!(
         resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset),
         Some(6),
@@ -125,7 +153,8 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     }
     .await
     .expect_err("the fenced instance cannot commit");
-    assert!(fenced.to_string().contains("fenced by another instance"), "{fenced}");
+    assert!(matches!(fenced, ConnectError::Fenced { .. }), "{fenced}");
+    assert!(fenced.to_string().contains("another instance took it over"), "{fenced}");
     assert!(!fenced.is_retriable());
     second.close().await.unwrap();
     let values: Vec<Vec<u8>> =
@@ -142,7 +171,7 @@ async fn positions_behind_another_writers_open_transaction_are_read_once_it_ends
     let f = TopicFlow::new("lso", 1).await;
     let flow = sink_flow(&f, "delivery = \"exactly_once\"");
     let (b, topic) = (f.b.clone(), Arc::<str>::from(f.topic.as_str()));
-    let (mut sink, _) = TargetSink::start(flow.clone()).await.expect("transactional sink starts");
+    let (mut sink, _) = TargetSink::start(flow.clone(), 0).await.expect("transactional sink starts");
     let position = |offset| [SourceOffset { topic: topic.clone(), partition: 0, offset }];
     sink.begin().await.unwrap();
     sink.put((0..3).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();

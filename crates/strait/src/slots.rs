@@ -1,0 +1,188 @@
+//! Sharing a flow between instances on Kafka's own group coordination, on the target cluster.
+//!
+//! A flow's source partitions are spread over S slots ([`slot_of`]). The coordination topic
+//! `strait-slots.<source>.<target>.internal` has one partition per slot and stays empty; every
+//! instance of the flow subscribes to it in the consumer group `strait-slots-<source>-><target>`
+//! with the cooperative-sticky assignor, so the group coordinator decides which instance owns
+//! which slot, and a member joining or leaving moves few slots. Each owned slot writes through
+//! its own `transactional.id` ([`crate::config::Flow::transactional_id`]), whose
+//! `init_transactions` fences the slot's previous owner: the group decides, fencing makes sure.
+//! With scale-out off the flow has one slot, so a second instance finds it owned and is refused.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc as sync_mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::TopicPartitionList;
+use strait_connect::{ConnectError, ConnectResult};
+use tokio::sync::mpsc;
+
+use crate::admin::Admin;
+use crate::config::Flow;
+use crate::kafka::connect_error;
+
+/// The slot (in `0..slots`) of source `topic`/`partition`: the topic's FNV-1a hash plus the
+/// partition, so the partitions of one topic go round the slots evenly. Stable across versions
+/// and instances: every instance must agree.
+pub fn slot_of(topic: &str, partition: i32, slots: u32) -> u32 {
+    let hash = topic.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    ((u64::from(hash) + partition.max(0) as u64) % u64::from(slots.max(1))) as u32
+}
+
+/// A change of the slots this instance owns.
+pub enum SlotEvent {
+    /// Slots the group gave this instance (possibly none).
+    Assigned(Vec<u32>),
+    /// Slots to give up; answer on the sender once each stopped (its last batch committed or
+    /// aborted): the group waits for it before another instance takes them.
+    Revoked(Vec<u32>, sync_mpsc::SyncSender<()>),
+}
+
+/// Passes the group's assignments on as [`SlotEvent`]s.
+struct GroupContext {
+    events: mpsc::UnboundedSender<SlotEvent>,
+    /// The instance is leaving: revocations at close need no answer (its slots already stopped).
+    leaving: Arc<AtomicBool>,
+    flow: String,
+}
+
+impl ClientContext for GroupContext {}
+
+impl ConsumerContext for GroupContext {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let slots = slots_in(tpl);
+            if slots.is_empty() || self.leaving.load(Ordering::SeqCst) {
+                return;
+            }
+            let (done, stopped) = sync_mpsc::sync_channel(1);
+            // Blocks the group's polling thread, as the revocation must: the slots' last batches
+            // are written before another instance may take them.
+            if self.events.send(SlotEvent::Revoked(slots, done)).is_ok() {
+                let _ = stopped.recv();
+            }
+        }
+    }
+
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => {
+                let _ = self.events.send(SlotEvent::Assigned(slots_in(tpl)));
+            }
+            Rebalance::Error(e) => tracing::warn!(flow = %self.flow, error = %e, "slot group rebalance failed; the group retries"),
+            Rebalance::Revoke(_) => {}
+        }
+    }
+}
+
+fn slots_in(tpl: &TopicPartitionList) -> Vec<u32> {
+    tpl.elements().iter().map(|e| e.partition() as u32).collect()
+}
+
+/// Membership of this instance in the flow's slot group; polled by its own thread.
+pub struct SlotGroup {
+    leaving: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SlotGroup {
+    /// Ensures the coordination topic (one partition per slot) and joins the flow's group. The
+    /// returned receiver gets the slots this instance is given and must give up. Errors: the
+    /// target cannot be reached or the topic created (retriable by the caller); a
+    /// [`ConnectError::Conflict`] when the topic has another slot count than the flow's.
+    pub async fn join(flow: &Flow) -> ConnectResult<(Self, mpsc::UnboundedReceiver<SlotEvent>)> {
+        let topic = flow.slots_topic();
+        let what = format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", flow.target.alias);
+        let admin = Admin::new(&flow.target).map_err(|e| connect_error(&what, e))?;
+        let existing = admin.describe(&topic).await.map_err(|e| connect_error(&what, e))?;
+        match existing {
+            None => admin
+                .create_topic(&topic, flow.slots as usize, flow.replication_factor, &[])
+                .await
+                .map_err(|e| connect_error(&what, e))?,
+            Some(info) if info.partitions != flow.slots as usize => {
+                return Err(ConnectError::conflict(
+                    format!("flow {}: [flows.scale_out] slots", flow.name),
+                    format!(
+                        "the flow has {} slot(s) but {topic} on {} has {} partition(s), the slots its instances use; to change \
+                         the slot count, stop every instance of the flow and delete that topic (positions are kept per \
+                         source partition, so nothing is copied twice)",
+                        flow.slots, flow.target.alias, info.partitions
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        let session_ms = flow.session_timeout.as_millis().to_string();
+        let heartbeat_ms = (flow.session_timeout.as_millis() / 5).max(100).to_string();
+        let (events, received) = mpsc::unbounded_channel();
+        let leaving = Arc::new(AtomicBool::new(false));
+        let context = GroupContext { events, leaving: leaving.clone(), flow: flow.name.clone() };
+        let consumer: BaseConsumer<GroupContext> = flow
+            .target
+            .client_config(&[
+                ("group.id", &flow.slots_group()),
+                ("partition.assignment.strategy", "cooperative-sticky"),
+                ("session.timeout.ms", &session_ms),
+                ("heartbeat.interval.ms", &heartbeat_ms),
+                ("enable.auto.commit", "false"),
+                ("auto.offset.reset", "latest"),
+            ])
+            .create_with_context(context)
+            .map_err(|e| ConnectError::backend(format!("slot group consumer on {}", flow.target.alias), e))?;
+        consumer.subscribe(&[&topic]).map_err(|e| connect_error(format!("join group {}", flow.slots_group()), e))?;
+        let (stop, name) = (leaving.clone(), flow.name.clone());
+        let thread = std::thread::Builder::new()
+            .name("strait-slots".into())
+            .spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    // Nothing is ever written to the topic: polling serves the group's heartbeats
+                    // and rebalances. Transport errors are librdkafka's to retry.
+                    if let Some(Err(e)) = consumer.poll(Duration::from_millis(200)) {
+                        tracing::debug!(flow = %name, error = %e, "slot group");
+                    }
+                }
+                // Dropping the consumer leaves the group at once: the others rebalance without
+                // waiting for the session timeout.
+                drop(consumer);
+            })
+            .map_err(|e| ConnectError::backend("start the slot group thread", e))?;
+        tracing::info!(flow = %flow.name, group = %flow.slots_group(), slots = flow.slots, "joined the flow's slot group");
+        Ok((Self { leaving, thread: Some(thread) }, received))
+    }
+
+    /// Leaves the group (after this instance's slots stopped).
+    pub async fn leave(mut self) {
+        self.leaving.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+impl Drop for SlotGroup {
+    fn drop(&mut self) {
+        self.leaving.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_stable_and_spread_a_topic_evenly() {
+        // Pinned: instances of different versions must agree.
+        assert_eq!(slot_of("orders", 0, 12), slot_of("orders", 12, 12));
+        assert_eq!(slot_of("orders", 5, 1), 0);
+        let mut per_slot = [0; 12];
+        for p in 0..24 {
+            per_slot[slot_of("clicks", p, 12) as usize] += 1;
+        }
+        assert_eq!(per_slot, [2; 12]);
+        assert_eq!(slot_of("a", 0, 1_000_000), 0xe40c292c_u32 % 1_000_000);
+    }
+}

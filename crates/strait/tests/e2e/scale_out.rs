@@ -1,0 +1,148 @@
+//! Several instances of one flow through real brokers: they share its slots through a consumer
+//! group on the target, a killed instance's slots move to the others, a new instance takes some
+//! over, and a second instance of a flow without scale-out is refused. Records carry
+//! per-partition sequence numbers, so a duplicate or a gap is seen.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use strait::config::Config;
+use strait::slots::slot_of;
+
+use crate::support::*;
+
+const SLOTS: u32 = 12;
+const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// The slots an instance said it owns last (its "slots owned by this instance" lines).
+fn owned(strait: &Strait) -> Option<BTreeSet<u32>> {
+    let logs = strait.logs();
+    let line = logs.lines().rev().find(|l| l.contains("slots owned by this instance"))?;
+    let list = line.split("slots=[").nth(1)?.split(']').next()?;
+    Some(list.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+}
+
+/// Waits until `instances` own every slot between them, each slot once, every instance at least
+/// one; returns each one's slots.
+async fn wait_shared(what: &str, instances: &[&Strait], timeout: Duration) -> Vec<BTreeSet<u32>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let sets: Vec<BTreeSet<u32>> = instances.iter().map(|s| owned(s).unwrap_or_default()).collect();
+        let union: BTreeSet<u32> = sets.iter().flatten().copied().collect();
+        let total: usize = sets.iter().map(BTreeSet::len).sum();
+        if union.len() == SLOTS as usize && total == SLOTS as usize && sets.iter().all(|s| !s.is_empty()) {
+            return sets;
+        }
+        assert!(Instant::now() < deadline, "{what}: slots not shared within {timeout:?}: {sets:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// 3 instances share a flow of 24 partitions while records arrive; one is SIGKILLed, then a 4th
+/// starts. Returns per partition what the target holds, and the partitions of the killed
+/// instance's slots.
+async fn share_kill_and_grow(prefix: &str, delivery: &str) -> (Vec<(i32, Seen)>, BTreeSet<i32>) {
+    const PARTITIONS: i32 = 24;
+    const PER_PARTITION: usize = 2_500;
+    let f = TopicFlow::new(prefix, PARTITIONS).await;
+    let config = f.config(&format!(
+        "commit_interval_ms = 300\n{delivery}\n[flows.scale_out]\nenabled = true\nslots = {SLOTS}\nsession_timeout_ms = {}",
+        SESSION_TIMEOUT.as_millis()
+    ));
+    let flow = Config::parse(&config).unwrap().remove(0);
+    let producer = tokio::spawn(produce_sequenced(
+        f.a.clone(),
+        f.topic.clone(),
+        PARTITIONS,
+        PER_PARTITION,
+        60,
+        Duration::from_millis(250),
+    ));
+    let mut instances: Vec<Strait> = (0..3).map(|i| Strait::start(&format!("{}-{i}", f.p), &config)).collect();
+    let shared = wait_shared("3 instances", &instances.iter().collect::<Vec<_>>(), Duration::from_secs(90)).await;
+    eprintln!("{prefix}: 3 instances own {shared:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let killed = instances.remove(0);
+    let killed_slots = owned(&killed).unwrap();
+    killed.kill();
+    let at = Instant::now();
+    wait_shared("after the kill", &instances.iter().collect::<Vec<_>>(), Duration::from_secs(60)).await;
+    let moved_in = at.elapsed();
+    eprintln!(
+        "{prefix}: the killed instance's slots {killed_slots:?} moved to the others in {:.1} s (session timeout {} s)",
+        moved_in.as_secs_f64(),
+        SESSION_TIMEOUT.as_secs()
+    );
+    assert!(moved_in < SESSION_TIMEOUT + Duration::from_secs(15), "moved in {moved_in:?}");
+
+    instances.push(Strait::start(&format!("{}-3", f.p), &config));
+    let shared = wait_shared("with a 4th", &instances.iter().collect::<Vec<_>>(), Duration::from_secs(60)).await;
+    eprintln!("{prefix}: after the 4th joined: {shared:?}");
+
+    producer.await.unwrap();
+    wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION, Duration::from_secs(180)).await;
+    for s in instances {
+        let logs = s.logs();
+        assert!(s.stop().success(), "{logs}");
+    }
+    let report = sequence_report(&f.b, &f.remote, PARTITIONS, PER_PARTITION);
+    let killed_partitions =
+        (0..PARTITIONS).filter(|p| killed_slots.contains(&slot_of(&f.topic, *p, SLOTS))).collect();
+    (report.into_iter().collect(), killed_partitions)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_least_once_instances_share_a_flow_through_a_kill_and_a_new_member() {
+    let (report, killed) = share_kill_and_grow("scalealo", "").await;
+    let duplicated: usize = report.iter().map(|(_, s)| s.duplicated).sum();
+    eprintln!("at-least-once: {duplicated} duplicates, all in the killed instance's partitions {killed:?}");
+    for (p, seen) in &report {
+        assert_eq!((seen.missing, seen.reordered), (0, 0), "partition {p}: {seen:?}");
+        // A graceful hand-over (the 4th joining) commits before it returns: only the killed
+        // instance's in-flight batches may be written twice.
+        if !killed.contains(p) {
+            assert_eq!(seen.duplicated, 0, "partition {p} was never on the killed instance: {seen:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_instances_share_a_flow_through_a_kill_and_a_new_member() {
+    let (report, _) = share_kill_and_grow("scaleeos", "delivery = \"exactly_once\"\ntransaction_timeout_ms = 10000").await;
+    for (p, seen) in &report {
+        assert_eq!(*seen, Seen::default(), "partition {p} (read_committed)");
+    }
+}
+
+/// The case: two `strait run` of one flow without scale-out doubled every record. Now the
+/// second is refused, says why, and exits non-zero; the target holds each record once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_instance_of_a_flow_without_scale_out_is_refused() {
+    const PARTITIONS: i32 = 6;
+    const PER_PARTITION: usize = 2_000;
+    let f = TopicFlow::new("single", PARTITIONS).await;
+    let config = f.config("commit_interval_ms = 300");
+    let flow = Config::parse(&config).unwrap().remove(0);
+    let producer = tokio::spawn(produce_sequenced(
+        f.a.clone(),
+        f.topic.clone(),
+        PARTITIONS,
+        PER_PARTITION,
+        20,
+        Duration::from_millis(300),
+    ));
+    let first = Strait::start(&format!("{}-1", f.p), &config);
+    wait_until("the first instance owns the flow", Duration::from_secs(60), || owned(&first).is_some_and(|s| s.len() == 1))
+        .await;
+    let mut second = Strait::start(&format!("{}-2", f.p), &config);
+    wait_until("the second instance exits", Duration::from_secs(60), || !second.is_running()).await;
+    let logs = second.logs();
+    assert!(!second.stop().success(), "refused means a non-zero exit: {logs}");
+    assert!(logs.contains("another instance runs this flow"), "{logs}");
+    producer.await.unwrap();
+    wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
+    assert!(first.stop().success());
+    let report = sequence_report(&f.b, &f.remote, PARTITIONS, PER_PARTITION);
+    assert!(report.values().all(|s| *s == Seen::default()), "per partition: {report:?}");
+}
