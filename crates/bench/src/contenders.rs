@@ -81,6 +81,52 @@ fn log_file(dir: &Path) -> (Stdio, Stdio) {
     (Stdio::from(f.try_clone().expect("log file")), Stdio::from(f))
 }
 
+/// `strait run` of the flow `s<tag>->t<tag>` (source and target bootstrap servers) over `topics`, its config (with `flow_extra` TOML
+/// lines in the flow) written to `dir`, logging at `log`.
+fn strait_command(
+    env: &Env,
+    dir: &Path,
+    tag: &str,
+    (source, target): (&str, &str),
+    topics: &[String],
+    flow_extra: &str,
+    log: &str,
+) -> Command {
+    let list: Vec<String> = topics.iter().map(|t| format!("\"{t}\"")).collect();
+    let config = format!(
+        "[[clusters]]\nalias = \"s{tag}\"\nbootstrap_servers = \"{source}\"\n\n[[clusters]]\nalias = \"t{tag}\"\nbootstrap_servers = \"{target}\"\n\n[[flows]]\nsource = \"s{tag}\"\ntarget = \"t{tag}\"\ntopics = [{}]\n{flow_extra}",
+        list.join(", ")
+    );
+    fs::write(dir.join("strait.toml"), config).expect("config");
+    let mut command = Command::new(env.bin.join("strait"));
+    command.args(["run", "--config"]).arg(dir.join("strait.toml")).env("RUST_LOG", log);
+    command
+}
+
+/// Instance `instance` of Strait with `[flows.scale_out]` on (`slots` slots), run `tag`; its log
+/// (with the slot group's info lines) is `out.log` in its run folder, returned with it.
+pub fn launch_scaled_strait(
+    env: &Env,
+    tag: &str,
+    instance: usize,
+    slots: u32,
+    source: &str,
+    target: &str,
+    topics: &[String],
+) -> (Running, PathBuf) {
+    let dir = env.work.join(format!("strait-scale-{tag}-{instance}"));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("run dir");
+    let (out, err) = log_file(&dir);
+    let extra = format!("[flows.scale_out]\nenabled = true\nslots = {slots}\n");
+    let child = strait_command(env, &dir, tag, (source, target), topics, &extra, "warn,strait::flow=info")
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("start strait");
+    (Running { child }, dir.join("out.log"))
+}
+
 /// Starts `contender` replicating `topics` from `source` to `target`, run `tag`.
 pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: &str, topics: &[String]) -> Running {
     let dir = env.work.join(format!("{}-{tag}", contender.name()));
@@ -90,16 +136,7 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
     let child = match contender {
         Contender::Strait | Contender::StraitEos => {
             let delivery = if contender == Contender::StraitEos { "exactly_once" } else { "at_least_once" };
-            let list: Vec<String> = topics.iter().map(|t| format!("\"{t}\"")).collect();
-            let config = format!(
-                "[[clusters]]\nalias = \"s{tag}\"\nbootstrap_servers = \"{source}\"\n\n[[clusters]]\nalias = \"t{tag}\"\nbootstrap_servers = \"{target}\"\n\n[[flows]]\nsource = \"s{tag}\"\ntarget = \"t{tag}\"\ndelivery = \"{delivery}\"\ntopics = [{}]\n",
-                list.join(", ")
-            );
-            fs::write(dir.join("strait.toml"), config).expect("config");
-            Command::new(env.bin.join("strait"))
-                .args(["run", "--config"])
-                .arg(dir.join("strait.toml"))
-                .env("RUST_LOG", "warn")
+            strait_command(env, &dir, tag, (source, target), topics, &format!("delivery = \"{delivery}\"\n"), "warn")
                 .stdout(out)
                 .stderr(err)
                 .spawn()

@@ -8,11 +8,13 @@
 //! `latest.png`, and prints a last line `RATIO strait/mm2 ...`. Each catch-up is run `--repeat N`
 //! times (default 3; 1 with `--quick`), contenders interleaved, and the median run is reported.
 //! `--only strait,raw-pipe` runs a subset of contenders (the report then lacks missing ratios).
-//! `--soak MINUTES` runs only the memory soak ([`soak`]).
+//! `--soak MINUTES` runs only the memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance
+//! catch-ups ([`scale_out`]).
 
 mod contenders;
 mod load;
 mod report;
+mod scale_out;
 mod soak;
 
 use std::collections::BTreeMap;
@@ -23,7 +25,7 @@ use contenders::{launch, Contender, Env};
 use report::{CatchUp, Latency, Results};
 
 /// CPU seconds (user + system) of a process, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> f64 {
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
     // Fields after the command name, which ends with ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
@@ -223,6 +225,11 @@ fn main() {
         return;
     }
     let records = if quick { 200_000 } else { 2_000_000 };
+    if args.iter().any(|a| a == "--scale-out") {
+        let records = if quick { 400_000 } else { 4_000_000 };
+        println!("{}", scale_out::run(&bench.env, &bench.source, &bench.target, records, repeat, &out));
+        return;
+    }
     let mut results = Results { quick, records, ..Results::default() };
 
     let workloads: [(&str, &str); 2] = [("catch-up", "none"), ("catch-up-lz4", "lz4")];

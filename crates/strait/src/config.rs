@@ -864,6 +864,26 @@ mod tests {
                 .unwrap()[0];
         assert_eq!(flow.delivery, Delivery::ExactlyOnce { transaction_timeout: Duration::from_secs(9) });
         assert_eq!(flow.transactional_id(0), "strait-a->b/slot-0");
+    }
+
+    #[test]
+    fn scale_out_settings_are_read_and_checked() {
+        let flow = &Config::parse(&format!("{TWO_CLUSTERS}[flows.scale_out]\nenabled = true\n")).unwrap()[0];
+        assert_eq!((flow.slots, flow.scale_out, flow.session_timeout), (12, true, Duration::from_secs(10)));
+        assert_eq!(
+            (flow.slots_group(), flow.slots_topic()),
+            ("strait-slots-a->b".into(), "strait-slots.a.b.internal".into())
+        );
+        let flow = &Config::parse(&format!("{TWO_CLUSTERS}[flows.scale_out]\nslots = 5\n")).unwrap()[0];
+        assert_eq!(flow.slots, 1, "slots apply only with scale-out on");
+        for (extra, field) in [
+            ("enabled = true\nslots = 0", "flows[0].scale_out.slots"),
+            ("session_timeout_ms = 0", "flows[0].scale_out.session_timeout_ms"),
+            ("instances = 3", ""),
+        ] {
+            let e = Config::parse(&format!("{TWO_CLUSTERS}[flows.scale_out]\n{extra}\n")).expect_err(extra);
+            assert_eq!(e.field, field, "{e}");
+        }
         assert_eq!((flow.slots, flow.scale_out), (1, false));
     }
 }

@@ -59,8 +59,7 @@ fn permanent(e: &ConnectError) -> bool {
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
     let up = |running: bool| metrics().set_flow_up(&flow.name, &flow.source.alias, &flow.target.alias, running);
     up(false);
-    let Some((group, mut events)) =
-        with_backoff(&flow, "slot group", &cancel, permanent, || SlotGroup::join(&flow)).await?
+    let Some((group, mut events)) = with_backoff(&flow, "flow", &cancel, permanent, || SlotGroup::join(&flow)).await?
     else {
         return Ok(());
     };
@@ -78,6 +77,9 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     result
 }
 
+/// How a slot's data path ended: (slot, generation, outcome).
+type SlotEnd = (u32, u64, ConnectResult<()>);
+
 /// A slot's data path, running.
 struct Running {
     /// Tells apart a slot started again from an earlier run of it whose end is still reported.
@@ -93,8 +95,8 @@ struct Instance {
     committed: Committed,
     slots: HashMap<u32, Running>,
     generation: u64,
-    /// Each slot's data path reports its end here: (slot, generation, outcome).
-    ended: (mpsc::UnboundedSender<(u32, u64, ConnectResult<()>)>, mpsc::UnboundedReceiver<(u32, u64, ConnectResult<()>)>),
+    /// Each slot's data path reports its end here.
+    ended: (mpsc::UnboundedSender<SlotEnd>, mpsc::UnboundedReceiver<SlotEnd>),
     /// Heartbeats, checkpoints and topic config sync, while slot 0 is owned.
     once_per_flow: Option<(CancellationToken, JoinSet<()>)>,
     watch: (CancellationToken, JoinHandle<()>),

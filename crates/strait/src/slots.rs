@@ -72,7 +72,9 @@ impl ConsumerContext for GroupContext {
             Rebalance::Assign(tpl) => {
                 let _ = self.events.send(SlotEvent::Assigned(slots_in(tpl)));
             }
-            Rebalance::Error(e) => tracing::warn!(flow = %self.flow, error = %e, "slot group rebalance failed; the group retries"),
+            Rebalance::Error(e) => {
+                tracing::warn!(flow = %self.flow, error = %e, "slot group rebalance failed; the group retries")
+            }
             Rebalance::Revoke(_) => {}
         }
     }
@@ -95,7 +97,8 @@ impl SlotGroup {
     /// [`ConnectError::Conflict`] when the topic has another slot count than the flow's.
     pub async fn join(flow: &Flow) -> ConnectResult<(Self, mpsc::UnboundedReceiver<SlotEvent>)> {
         let topic = flow.slots_topic();
-        let what = format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", flow.target.alias);
+        let what =
+            format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", flow.target.alias);
         let admin = Admin::new(&flow.target).map_err(|e| connect_error(&what, e))?;
         let existing = admin.describe(&topic).await.map_err(|e| connect_error(&what, e))?;
         match existing {

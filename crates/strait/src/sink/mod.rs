@@ -329,8 +329,12 @@ impl TargetSink {
                 .map(|(topic, partition, offset)| SourceOffset { topic: topic.clone(), partition, offset })
                 .collect();
             match self.write_state(Vec::new(), &acknowledged).await {
-                Ok(()) => tracing::info!(flow = %self.flow.name, partitions = acknowledged.len(), "saved the positions of the records written before the failure"),
-                Err(e) => tracing::error!(flow = %self.flow.name, error = %e, "positions of the records written before the failure could not be saved; they will be written again at restart"),
+                Ok(()) => {
+                    tracing::info!(flow = %self.flow.name, partitions = acknowledged.len(), "saved the positions of the records written before the failure")
+                }
+                Err(e) => {
+                    tracing::error!(flow = %self.flow.name, error = %e, "positions of the records written before the failure could not be saved; they will be written again at restart")
+                }
             }
         }
         self.produce_error(failed)

@@ -70,11 +70,24 @@ async fn exactly_once_survives_repeated_sigkill() {
     let per_partition = records / PARTITIONS as usize;
     let started = Instant::now();
     // Records keep arriving during the first kills; the rest wait on the source.
-    let Setup { p, topic, remote, config, flow, producer } =
-        setup("eoskill", &b, PARTITIONS, per_partition, 40, Duration::from_millis(100), "").await;
+    // A killed instance's group session must end before the next one owns the flow's slot.
+    let Setup { p, topic, remote, config, flow, producer } = setup(
+        "eoskill",
+        &b,
+        PARTITIONS,
+        per_partition,
+        40,
+        Duration::from_millis(100),
+        "[flows.scale_out]\nsession_timeout_ms = 6000",
+    )
+    .await;
     let mut seed = std::process::id() as u64 * 2_654_435_761 + 1;
     for kill in 0..kills {
         let strait = Strait::start(&format!("{p}-{kill}"), &config);
+        wait_until("the instance owns the flow", Duration::from_secs(60), || {
+            owned(&strait).is_some_and(|s| !s.is_empty())
+        })
+        .await;
         let alive = Duration::from_millis(1_500 + next_random(&mut seed) % 3_000);
         tokio::time::sleep(alive).await;
         strait.kill();

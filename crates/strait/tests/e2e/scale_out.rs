@@ -14,14 +14,6 @@ use crate::support::*;
 const SLOTS: u32 = 12;
 const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 
-/// The slots an instance said it owns last (its "slots owned by this instance" lines).
-fn owned(strait: &Strait) -> Option<BTreeSet<u32>> {
-    let logs = strait.logs();
-    let line = logs.lines().rev().find(|l| l.contains("slots owned by this instance"))?;
-    let list = line.split("slots=[").nth(1)?.split(']').next()?;
-    Some(list.split(',').filter_map(|s| s.trim().parse().ok()).collect())
-}
-
 /// Waits until `instances` own every slot between them, each slot once, every instance at least
 /// one; returns each one's slots.
 async fn wait_shared(what: &str, instances: &[&Strait], timeout: Duration) -> Vec<BTreeSet<u32>> {
@@ -87,8 +79,7 @@ async fn share_kill_and_grow(prefix: &str, delivery: &str) -> (Vec<(i32, Seen)>,
         assert!(s.stop().success(), "{logs}");
     }
     let report = sequence_report(&f.b, &f.remote, PARTITIONS, PER_PARTITION);
-    let killed_partitions =
-        (0..PARTITIONS).filter(|p| killed_slots.contains(&slot_of(&f.topic, *p, SLOTS))).collect();
+    let killed_partitions = (0..PARTITIONS).filter(|p| killed_slots.contains(&slot_of(&f.topic, *p, SLOTS))).collect();
     (report.into_iter().collect(), killed_partitions)
 }
 
@@ -109,7 +100,8 @@ async fn at_least_once_instances_share_a_flow_through_a_kill_and_a_new_member() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn exactly_once_instances_share_a_flow_through_a_kill_and_a_new_member() {
-    let (report, _) = share_kill_and_grow("scaleeos", "delivery = \"exactly_once\"\ntransaction_timeout_ms = 10000").await;
+    let (report, _) =
+        share_kill_and_grow("scaleeos", "delivery = \"exactly_once\"\ntransaction_timeout_ms = 10000").await;
     for (p, seen) in &report {
         assert_eq!(*seen, Seen::default(), "partition {p} (read_committed)");
     }
@@ -133,8 +125,10 @@ async fn a_second_instance_of_a_flow_without_scale_out_is_refused() {
         Duration::from_millis(300),
     ));
     let first = Strait::start(&format!("{}-1", f.p), &config);
-    wait_until("the first instance owns the flow", Duration::from_secs(60), || owned(&first).is_some_and(|s| s.len() == 1))
-        .await;
+    wait_until("the first instance owns the flow", Duration::from_secs(60), || {
+        owned(&first).is_some_and(|s| s.len() == 1)
+    })
+    .await;
     let mut second = Strait::start(&format!("{}-2", f.p), &config);
     wait_until("the second instance exits", Duration::from_secs(60), || !second.is_running()).await;
     let logs = second.logs();

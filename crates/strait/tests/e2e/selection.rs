@@ -85,7 +85,10 @@ topics = ["{p}-(id|y.replica)"]
     let data_topics: Vec<String> = topics_with(&b, &p)
         .into_iter()
         .filter(|t| {
-            !t.starts_with("mm2-offset-syncs.") && !t.ends_with(".heartbeats") && !t.ends_with(".checkpoints.internal")
+            !t.starts_with("mm2-offset-syncs.")
+                && !t.starts_with("strait-slots.")
+                && !t.ends_with(".heartbeats")
+                && !t.ends_with(".checkpoints.internal")
         })
         .collect();
     // `-skip` is excluded by the flow, `.replica` by MM2's default excludes (flow 2 keeps them),

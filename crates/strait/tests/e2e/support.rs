@@ -327,6 +327,14 @@ impl Drop for Strait {
     }
 }
 
+/// The slots an instance said it owns last (its "slots owned by this instance" lines).
+pub fn owned(strait: &Strait) -> Option<std::collections::BTreeSet<u32>> {
+    let logs = strait.logs();
+    let line = logs.lines().rev().find(|l| l.contains("slots owned by this instance"))?;
+    let list = line.split("slots=[").nth(1)?.split(']').next()?;
+    Some(list.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+}
+
 /// A two-cluster config: `src` → `dst` with one flow, `flow_extra` TOML lines added to the flow,
 /// and `extra` appended (e.g. a `[residency]` table).
 pub fn two_cluster_config(src: (&str, &str, &str), dst: (&str, &str, &str), flow_extra: &str, extra: &str) -> String {
