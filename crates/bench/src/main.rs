@@ -48,7 +48,7 @@ fn memory_mb(pid: u32, field: &str) -> f64 {
 }
 
 /// Peak resident set (MB) of a process.
-fn peak_rss_mb(pid: u32) -> f64 {
+pub(crate) fn peak_rss_mb(pid: u32) -> f64 {
     memory_mb(pid, "VmHWM:")
 }
 

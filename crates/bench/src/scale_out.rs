@@ -1,10 +1,16 @@
 //! `--scale-out`: one flow's catch-up run by 1, 2 and 3 Strait instances sharing it
-//! (`[flows.scale_out]`, 12 slots), on the same two clusters. The instances start together and
-//! the group needs a few seconds to settle, so besides the whole run the figures are taken from
-//! the moment every instance owns its share of slots to the end: records/s, CPU seconds per GB
-//! (all instances summed) and records/s per instance. Each count is run `repeat` times, counts
-//! interleaved, and the median run (by settled throughput) reported. Writes
-//! `bench/results/scale-out.md` and prints a last line `SCALE instances=1,2,3 records_per_s=..`.
+//! (`[flows.scale_out]`, 12 slots), on the same two clusters, in two series:
+//! - uncapped: the instances share this machine's cores with the brokers, which bound the
+//!   throughput here;
+//! - capped: each instance in its own cgroup (v1 `cpu`) limited to [`CAP`] of a core, as if each
+//!   ran on a small machine of its own, so the instances and not the brokers are the bound. This
+//!   shows how throughput grows with instances where the brokers have room.
+//!
+//! The instances start together and the group needs a few seconds to settle, so the figures run
+//! from the moment every instance owns its share of slots (and records flow) to the end:
+//! records/s, CPU seconds per GB (all instances summed) and records/s per instance. Each count is
+//! run `repeat` times, counts interleaved, and the median run (by throughput) reported. Writes
+//! `bench/results/scale-out.md` and prints a last line `SCALE ...`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -14,6 +20,8 @@ use crate::contenders::{launch_scaled_strait, Env};
 use crate::{cpu_seconds, load};
 
 const SLOTS: u32 = 12;
+/// CPU share of one core each instance gets in the capped series.
+const CAP: f64 = 0.1;
 const PARTITIONS: i32 = 12;
 
 /// One catch-up by `instances` instances.
@@ -22,6 +30,8 @@ struct Run {
     records: i64,
     /// First record to last, whole run.
     seconds: f64,
+    /// Peak resident set (MB) of the largest instance.
+    peak_rss_mb: f64,
     /// From the settled group to the last record.
     settled_records: i64,
     settled_seconds: f64,
@@ -51,7 +61,40 @@ fn owned(log: &Path) -> usize {
         .unwrap_or(0)
 }
 
-fn catch_up(env: &Env, source: &str, target: &str, topics: &[String], tag: &str, instances: usize) -> Run {
+/// A cgroup (v1 `cpu`) limiting its processes to [`CAP`] of a core; removed on drop.
+struct CpuCap(PathBuf);
+
+impl CpuCap {
+    /// `None` where this machine has no writable v1 cpu controller.
+    fn new(name: &str) -> Option<Self> {
+        let dir = PathBuf::from("/sys/fs/cgroup/cpu").join(name);
+        std::fs::create_dir(&dir).ok()?;
+        let cap = CpuCap(dir);
+        std::fs::write(cap.0.join("cpu.cfs_period_us"), "100000").ok()?;
+        std::fs::write(cap.0.join("cpu.cfs_quota_us"), format!("{}", (CAP * 100_000.0) as u64)).ok()?;
+        Some(cap)
+    }
+
+    /// Moves process `pid` (every thread) into the cgroup.
+    fn add(&self, pid: u32) {
+        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).expect("move into the cgroup");
+    }
+}
+
+impl Drop for CpuCap {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+fn catch_up(
+    env: &Env,
+    (source, target): (&str, &str),
+    topics: &[String],
+    tag: &str,
+    instances: usize,
+    capped: bool,
+) -> Run {
     let src = load::inspector(source);
     let total: i64 = load::counts(&src, topics).values().sum();
     let targets: Vec<String> = topics.iter().map(|t| format!("s{tag}.{t}")).collect();
@@ -59,6 +102,19 @@ fn catch_up(env: &Env, source: &str, target: &str, topics: &[String], tag: &str,
     let running: Vec<(crate::contenders::Running, PathBuf)> =
         (0..instances).map(|i| launch_scaled_strait(env, tag, i, SLOTS, source, target, topics)).collect();
     let pids: Vec<u32> = running.iter().map(|(r, _)| r.child.id()).collect();
+    // Kept until the instances are gone: a cgroup with processes cannot be removed.
+    let _caps: Vec<CpuCap> = if capped {
+        pids.iter()
+            .enumerate()
+            .map(|(i, pid)| {
+                let cap = CpuCap::new(&format!("strait-bench-{tag}-{i}")).expect("cpu cgroup");
+                cap.add(*pid);
+                cap
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let cpu = || pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
     let share = SLOTS as usize / instances;
     let deadline = Instant::now() + Duration::from_secs(1200);
@@ -69,7 +125,7 @@ fn catch_up(env: &Env, source: &str, target: &str, topics: &[String], tag: &str,
         if got > 0 && first.is_none() {
             first = Some(Instant::now());
         }
-        if settled.is_none() && running.iter().all(|(_, log)| owned(log) == share) {
+        if settled.is_none() && got > 0 && running.iter().all(|(_, log)| owned(log) == share) {
             settled = Some((Instant::now(), got, cpu()));
         }
         if got >= total {
@@ -78,6 +134,7 @@ fn catch_up(env: &Env, source: &str, target: &str, topics: &[String], tag: &str,
         std::thread::sleep(Duration::from_millis(100));
     }
     let (done, cpu_end) = (Instant::now(), cpu());
+    let peak_rss_mb = pids.iter().map(|p| crate::peak_rss_mb(*p)).fold(0.0, f64::max);
     drop(running);
     assert_eq!(got, total, "{instances} instance(s): the target holds {got} of {total} records");
     let first = first.unwrap_or(done);
@@ -87,13 +144,15 @@ fn catch_up(env: &Env, source: &str, target: &str, topics: &[String], tag: &str,
         instances,
         records: total,
         seconds: (done - first).as_secs_f64(),
+        peak_rss_mb,
         settled_records: total - records_then,
         settled_seconds: (done - at).as_secs_f64(),
         settled_cpu: cpu_end - cpu_then,
         settle_after: at.saturating_duration_since(first).as_secs_f64(),
     };
     eprintln!(
-        "scale-out {instances} instance(s): {:.0} records/s settled ({:.0} whole run), {:.2} CPU s/GB, settled {:.1} s after the first record",
+        "scale-out {instances} instance(s){}: {:.0} records/s settled ({:.0} whole run), {:.2} CPU s/GB, settled {:.1} s after the first record",
+        if capped { " capped" } else { "" },
         run.settled_rate(),
         run.records as f64 / run.seconds,
         run.cpu_per_gb(),
@@ -102,62 +161,92 @@ fn catch_up(env: &Env, source: &str, target: &str, topics: &[String], tag: &str,
     run
 }
 
-/// Runs the scale-out catch-ups of `records` records and writes the report to `dir`; returns the
-/// SCALE line.
-pub fn run(env: &Env, source: &str, target: &str, records: usize, repeat: usize, dir: &Path) -> String {
-    let topics: Vec<String> = ["a", "b"].iter().map(|s| format!("scale-{s}")).collect();
-    for t in &topics {
-        load::create_topic(source, t, PARTITIONS, &[]);
-    }
-    load::preload(source, &topics, PARTITIONS, records, "none");
+/// 1, 2 and 3 instances, `repeat` times each, interleaved; the median run of each count.
+fn series(env: &Env, clusters: (&str, &str), topics: &[String], repeat: usize, capped: bool) -> Vec<Run> {
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(), Vec::new(), Vec::new()];
     for round in 0..repeat {
         for n in 1..=3 {
-            runs[n - 1].push(catch_up(
-                env,
-                source,
-                target,
-                &topics,
-                &format!("{}x{round}n{n}", std::process::id() % 10_000),
-                n,
-            ));
+            let tag = format!("{}x{round}n{n}{}", std::process::id() % 10_000, if capped { "c" } else { "" });
+            runs[n - 1].push(catch_up(env, clusters, topics, &tag, n, capped));
         }
     }
-    let medians: Vec<Run> = runs
-        .into_iter()
+    runs.into_iter()
         .map(|mut r| {
             r.sort_by(|a, b| a.settled_rate().total_cmp(&b.settled_rate()));
             r.remove(r.len() / 2)
         })
-        .collect();
-    let mut md = format!(
-        "# Scale-out catch-up\n\n{records} uncompressed records of 512 bytes over {} partitions in 2 topics, one flow with \
-         {SLOTS} slots run by 1, 2 and 3 instances on this one machine (the brokers share its cores). Median of {repeat} \
-         run(s) each. \"Settled\" figures run from the moment each instance owns its share of the slots to the last \
-         record; CPU sums every instance.\n\n\
-         | instances | records/s settled | records/s whole run | per instance (settled) | CPU s/GB settled | group settled after (s) |\n\
-         |---|---|---|---|---|---|\n",
-        2 * PARTITIONS
+        .collect()
+}
+
+fn table(md: &mut String, runs: &[Run]) {
+    md.push_str(
+        "| instances | records/s | per instance | CPU s/GB (all instances) | whole-run records/s | group settled after (s) | peak RSS per instance (MB) |\n\
+         |---|---|---|---|---|---|---|\n",
     );
-    for r in &medians {
+    for r in runs {
         let _ = writeln!(
             md,
-            "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.1} |",
+            "| {} | {:.0} | {:.0} | {:.2} | {:.0} | {:.1} | {:.0} |",
             r.instances,
             r.settled_rate(),
-            r.records as f64 / r.seconds,
             r.settled_rate() / r.instances as f64,
             r.cpu_per_gb(),
-            r.settle_after
+            r.records as f64 / r.seconds,
+            r.settle_after,
+            r.peak_rss_mb
         );
+    }
+}
+
+/// Runs both series over `records` preloaded records (the capped one over a quarter of them, at
+/// its lower rate) and writes the report to `dir`; returns the SCALE line.
+pub fn run(env: &Env, source: &str, target: &str, records: usize, repeat: usize, dir: &Path) -> String {
+    let preload = |name: &str, records: usize| -> Vec<String> {
+        let topics: Vec<String> = ["a", "b"].iter().map(|s| format!("{name}-{s}")).collect();
+        for t in &topics {
+            load::create_topic(source, t, PARTITIONS, &[]);
+        }
+        load::preload(source, &topics, PARTITIONS, records, "none");
+        topics
+    };
+    let uncapped = series(env, (source, target), &preload("scale", records), repeat, false);
+    let capped = CpuCap::new(&format!("strait-bench-probe-{}", std::process::id()))
+        .map(|_| series(env, (source, target), &preload("scale-capped", records / 4), repeat, true));
+    let mut md = format!(
+        "# Scale-out catch-up\n\nOne flow over {} partitions in 2 topics (uncompressed records of 512 bytes), {SLOTS} \
+         slots, run by 1, 2 and 3 instances on this one machine; median of {repeat} run(s) each. Figures run from the \
+         moment every instance owns its share of the slots and records flow, to the last record.\n\n\
+         ## Uncapped ({records} records)\n\nThe instances share the machine's cores with both clusters' brokers, which \
+         bound the throughput here.\n\n",
+        2 * PARTITIONS
+    );
+    table(&mut md, &uncapped);
+    match &capped {
+        Some(runs) => {
+            let _ = write!(
+                md,
+                "\n## Each instance capped at {CAP} of a core ({} records)\n\nEach instance in its own cgroup, as if on \
+                 a small machine of its own: the instances, not the brokers, are the bound.\n\n",
+                records / 4
+            );
+            table(&mut md, runs);
+        }
+        None => md.push_str("\nNo writable cgroup v1 cpu controller here: the capped series was not run.\n"),
     }
     let _ = std::fs::write(dir.join("scale-out.md"), &md);
     eprintln!("{md}");
-    let join = |f: &dyn Fn(&Run) -> String| medians.iter().map(f).collect::<Vec<_>>().join(",");
+    let line = |runs: &[Run]| {
+        let join = |f: &dyn Fn(&Run) -> String| runs.iter().map(f).collect::<Vec<_>>().join(",");
+        format!(
+            "records_per_s={} per_instance={} cpu_per_gb={}",
+            join(&|r| format!("{:.0}", r.settled_rate())),
+            join(&|r| format!("{:.0}", r.settled_rate() / r.instances as f64)),
+            join(&|r| format!("{:.2}", r.cpu_per_gb()))
+        )
+    };
     format!(
-        "SCALE instances=1,2,3 records_per_s={} per_instance={} cpu_per_gb={}",
-        join(&|r| format!("{:.0}", r.settled_rate())),
-        join(&|r| format!("{:.0}", r.settled_rate() / r.instances as f64)),
-        join(&|r| format!("{:.2}", r.cpu_per_gb()))
+        "SCALE instances=1,2,3 uncapped {}; capped_{CAP}_core {}",
+        line(&uncapped),
+        capped.as_deref().map_or("not run".into(), line)
     )
 }

@@ -531,6 +531,14 @@ impl Flow {
         format!("strait-{}/slot-{slot}", self.name)
     }
 
+    /// Each slot's share of a per-flow budget (buffer bytes, batch records): `total` divided by
+    /// the slot count, at least `floor` (and at most `total`). Every slot has its own clients and
+    /// batches, so an instance owning every slot keeps about the memory of a flow without
+    /// scale-out.
+    pub fn slot_share(&self, total: usize, floor: usize) -> usize {
+        (total / self.slots.max(1) as usize).max(floor).min(total)
+    }
+
     /// The consumer group on the target whose members share the flow's slots:
     /// `strait-slots-<source>-><target>`.
     pub fn slots_group(&self) -> String {

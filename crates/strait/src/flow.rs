@@ -190,6 +190,7 @@ impl Instance {
         });
         self.slots.insert(slot, Running { generation, cancel, task });
         if slot == 0 {
+            tracing::info!(flow = %self.flow.name, "slot 0 owned: heartbeats, checkpoints and topic config sync run here");
             self.once_per_flow = Some(start_once_per_flow(&self.flow));
         }
     }
@@ -205,6 +206,7 @@ impl Instance {
             if let Some((cancel, mut tasks)) = self.once_per_flow.take() {
                 cancel.cancel();
                 while tasks.join_next().await.is_some() {}
+                tracing::info!(flow = %self.flow.name, "slot 0 given up: heartbeats, checkpoints and topic config sync stopped here");
             }
         }
         tracing::info!(flow = %self.flow.name, slot, "slot stopped");
@@ -249,8 +251,9 @@ async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: Canc
         return Ok(());
     };
     let config = RuntimeConfig {
-        max_batch_records: flow.max_batch_records,
-        max_batch_bytes: flow.max_batch_bytes,
+        // Batches are split between the flow's slots too, bounding an instance's memory.
+        max_batch_records: flow.slot_share(flow.max_batch_records, 1_000),
+        max_batch_bytes: flow.slot_share(flow.max_batch_bytes, 1 << 20),
         max_batch_wait: flow.commit_interval,
         retry_backoff: BACKOFF_MIN,
         max_retry_backoff: BACKOFF_MAX,

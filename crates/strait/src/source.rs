@@ -60,7 +60,7 @@ const CONSUMER_SETTINGS: &[(&str, &str)] = &[
     ("enable.partition.eof", "false"),
     ("fetch.wait.max.ms", "100"),
     // Bounded prefetch: librdkafka counts these bytes compressed, so a highly compressed source
-    // can inflate them many times once decoded.
+    // can inflate them many times once decoded. (A flow's consumers divide these between slots.)
     ("queued.max.messages.kbytes", "8192"),
     ("queued.min.messages", "20000"),
     // librdkafka waits this long before fetching again once the queue was full (default 1 s: a
@@ -73,9 +73,16 @@ impl KafkaSource {
     /// position in `saved` (earliest when none); assigned and committed positions are recorded in
     /// `committed`. Errors: a backend error when the source cluster cannot be listed.
     pub async fn start(flow: Arc<Flow>, slot: u32, saved: Positions, committed: Committed) -> ConnectResult<Self> {
+        // The prefetch is split between the flow's slots (see `Flow::slot_share`).
+        let prefetch = (flow.slot_share(8192, 1024).to_string(), flow.slot_share(20_000, 1_000).to_string());
+        let mut settings = CONSUMER_SETTINGS.to_vec();
+        settings.extend([
+            ("queued.max.messages.kbytes", prefetch.0.as_str()),
+            ("queued.min.messages", prefetch.1.as_str()),
+        ]);
         let consumer: BaseConsumer = flow
             .source
-            .client_config(CONSUMER_SETTINGS)
+            .client_config(&settings)
             .set("group.id", format!("strait-{}", flow.name))
             .create()
             .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;

@@ -40,7 +40,6 @@ const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("linger.ms", "5"),
     ("batch.size", "1000000"),
     ("compression.type", "none"),
-    ("queue.buffering.max.kbytes", "32768"),
     // librdkafka's default (1,000,000) is below the broker's (1,048,588); let the target topic's
     // max.message.bytes decide, as for any Kafka client.
     ("message.max.bytes", LARGEST_BATCH_BYTES),
@@ -71,7 +70,10 @@ async fn producer_service(
 ) -> ConnectResult<ProduceService<InFlight>> {
     let timeout_ms = transaction_timeout.map(|t| t.as_millis().to_string());
     let transactional_id = flow.transactional_id(slot);
+    // The 32 MiB queue is split between the flow's slots (see `Flow::slot_share`).
+    let queue_kbytes = flow.slot_share(32_768, 4_096).to_string();
     let mut settings = PRODUCER_SETTINGS.to_vec();
+    settings.push(("queue.buffering.max.kbytes", &queue_kbytes));
     match &timeout_ms {
         None => settings.extend_from_slice(AT_LEAST_ONCE_SETTINGS),
         Some(ms) => settings.extend_from_slice(&[

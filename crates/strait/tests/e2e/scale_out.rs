@@ -71,6 +71,15 @@ async fn share_kill_and_grow(prefix: &str, delivery: &str) -> (Vec<(i32, Seen)>,
     instances.push(Strait::start(&format!("{}-3", f.p), &config));
     let shared = wait_shared("with a 4th", &instances.iter().collect::<Vec<_>>(), Duration::from_secs(60)).await;
     eprintln!("{prefix}: after the 4th joined: {shared:?}");
+    // Heartbeats, checkpoints and config sync run on exactly one instance: the owner of slot 0.
+    let runs_once_per_flow = |s: &Strait| {
+        let logs = s.logs();
+        let owned_at = logs.rfind("slot 0 owned: heartbeats");
+        owned_at.is_some() && owned_at > logs.rfind("slot 0 given up")
+    };
+    for (s, slots) in instances.iter().zip(&shared) {
+        assert_eq!(runs_once_per_flow(s), slots.contains(&0), "slots {slots:?}: {}", s.logs());
+    }
 
     producer.await.unwrap();
     wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION, Duration::from_secs(180)).await;
@@ -139,4 +148,26 @@ async fn a_second_instance_of_a_flow_without_scale_out_is_refused() {
     assert!(first.stop().success());
     let report = sequence_report(&f.b, &f.remote, PARTITIONS, PER_PARTITION);
     assert!(report.values().all(|s| *s == Seen::default()), "per partition: {report:?}");
+}
+
+/// Instances must agree on the slot count: one with another count than the coordination topic's
+/// is refused naming the setting, and the running one goes on alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_instance_with_another_slot_count_is_refused() {
+    let f = TopicFlow::new("slotcount", 2).await;
+    let scaled = |slots: u32| f.config(&format!("[flows.scale_out]\nenabled = true\nslots = {slots}"));
+    let first = Strait::start(&format!("{}-1", f.p), &scaled(4));
+    wait_until("the first instance owns all 4 slots", Duration::from_secs(60), || {
+        owned(&first).is_some_and(|s| s.len() == 4)
+    })
+    .await;
+    let mut other = Strait::start(&format!("{}-2", f.p), &scaled(3));
+    wait_until("the instance with 3 slots exits", Duration::from_secs(60), || !other.is_running()).await;
+    let logs = other.logs();
+    assert!(!other.stop().success(), "{logs}");
+    assert!(logs.contains("[flows.scale_out] slots") && logs.contains("has 4 partition(s)"), "{logs}");
+    produce(&f.a, &f.topic, &[Rec::simple(0, "after"), Rec::simple(1, "after")]).await;
+    wait_until("the first instance still replicates", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(2))
+        .await;
+    assert!(first.stop().success());
 }
