@@ -3,8 +3,8 @@
 //! path — the TargetSink (which fences the slot's previous owner and reads the saved positions),
 //! then the source (told where to start) — with the connector runtime, retrying with backoff
 //! while a cluster is unreachable. A revoked slot drains (its last batch committed) before the
-//! group hands it on. The owner of slot 0 also runs what a flow needs once: heartbeats,
-//! checkpoints and topic config sync, sharing one control producer.
+//! group hands it on. The owner of slot 0 also runs what a flow needs once, while slot 0's data
+//! path runs: heartbeats, checkpoints and topic config sync, sharing one control producer.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -97,8 +97,6 @@ struct Instance {
     generation: u64,
     /// Each slot's data path reports its end here.
     ended: (mpsc::UnboundedSender<SlotEnd>, mpsc::UnboundedReceiver<SlotEnd>),
-    /// Heartbeats, checkpoints and topic config sync, while slot 0 is owned.
-    once_per_flow: Option<(CancellationToken, JoinSet<()>)>,
     watch: (CancellationToken, JoinHandle<()>),
 }
 
@@ -113,7 +111,6 @@ impl Instance {
             slots: HashMap::new(),
             generation: 0,
             ended: mpsc::unbounded_channel(),
-            once_per_flow: None,
             watch: (watch_cancel, watch),
         }
     }
@@ -189,10 +186,6 @@ impl Instance {
             let _ = ended.send((slot, generation, outcome));
         });
         self.slots.insert(slot, Running { generation, cancel, task });
-        if slot == 0 {
-            tracing::info!(flow = %self.flow.name, "slot 0 owned: heartbeats, checkpoints and topic config sync run here");
-            self.once_per_flow = Some(start_once_per_flow(&self.flow));
-        }
     }
 
     /// Stops `slot`'s data path (its last batch written) and forgets its partitions.
@@ -202,13 +195,6 @@ impl Instance {
         let _ = running.task.await;
         let slots = self.flow.slots;
         self.committed.forget(|topic, partition| slot_of(topic, partition, slots) == slot);
-        if slot == 0 {
-            if let Some((cancel, mut tasks)) = self.once_per_flow.take() {
-                cancel.cancel();
-                while tasks.join_next().await.is_some() {}
-                tracing::info!(flow = %self.flow.name, "slot 0 given up: heartbeats, checkpoints and topic config sync stopped here");
-            }
-        }
         tracing::info!(flow = %self.flow.name, slot, "slot stopped");
     }
 
@@ -223,8 +209,14 @@ impl Instance {
     }
 }
 
-/// Heartbeats, checkpoints and topic config sync: run by the owner of slot 0 only.
+/// How long the once-per-flow tasks may take to finish their cycle when slot 0 stops, before they
+/// are dropped (a call to an unreachable cluster can take longer).
+const ONCE_PER_FLOW_STOP: Duration = Duration::from_secs(5);
+
+/// Heartbeats, checkpoints and topic config sync: run by the owner of slot 0 only, once its data
+/// path started (so both clusters answered and accepted Strait's credentials).
 fn start_once_per_flow(flow: &Arc<Flow>) -> (CancellationToken, JoinSet<()>) {
+    tracing::info!(flow = %flow.name, "slot 0 owned: heartbeats, checkpoints and topic config sync run here");
     let (cancel, mut tasks) = (CancellationToken::new(), JoinSet::new());
     tasks.spawn(run_topic_config_sync(flow.clone(), cancel.clone()));
     if flow.emit_heartbeats || flow.emit_checkpoints || flow.sync_group_offsets {
@@ -243,6 +235,15 @@ fn start_once_per_flow(flow: &Arc<Flow>) -> (CancellationToken, JoinSet<()>) {
     (cancel, tasks)
 }
 
+async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): (CancellationToken, JoinSet<()>)) {
+    cancel.cancel();
+    let finished = tokio::time::timeout(ONCE_PER_FLOW_STOP, async { while tasks.join_next().await.is_some() {} }).await;
+    if finished.is_err() {
+        tasks.shutdown().await;
+    }
+    tracing::info!(flow = %flow.name, "slot 0 given up: heartbeats, checkpoints and topic config sync stopped here");
+}
+
 /// Runs the data path of `slot` until `cancel` (then drains and returns `Ok`) or it fails.
 async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: CancellationToken) -> ConnectResult<()> {
     let Some((source, sink)) =
@@ -259,6 +260,7 @@ async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: Canc
         max_retry_backoff: BACKOFF_MAX,
         ..RuntimeConfig::default()
     };
+    let once_per_flow = (slot == 0).then(|| start_once_per_flow(&flow));
     let (runtime, handle) = ConnectorRuntime::new(source, sink, config);
     let stopper = tokio::spawn(async move {
         cancel.cancelled().await;
@@ -266,6 +268,9 @@ async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: Canc
     });
     let state = runtime.run().await;
     stopper.abort();
+    if let Some(tasks) = once_per_flow {
+        stop_once_per_flow(&flow, tasks).await;
+    }
     match state {
         RuntimeState::Failed(e) if matches!(*e, ConnectError::Fenced { .. }) => {
             Err(ConnectError::fenced(format!("flow {} slot {slot}", flow.name), e.to_string()))
