@@ -131,11 +131,14 @@ pub fn write(r: &Results, dir: &Path) -> String {
     };
     let eos = find(&r.catch_up, "strait-eos", "catch-up");
     let ratio = format!(
-        "RATIO strait/mm2 throughput={} rss={} latency_p99={}; strait/raw throughput={}; strait-eos/strait throughput={} cpu_per_gb={}",
+        "RATIO strait/mm2 throughput={} rss={} latency_p99={} cpu_per_gb={}; strait/raw throughput={} cpu_per_gb={} latency_p99={}; strait-eos/strait throughput={} cpu_per_gb={}",
         div(strait.map(CatchUp::records_per_s), mm2.map(CatchUp::records_per_s)),
         div(strait.map(|c| c.peak_rss_mb), mm2.map(|c| c.peak_rss_mb)),
         div(lat("strait").map(|l| l.p99_ms as f64), lat("mm2-tuned").map(|l| l.p99_ms as f64)),
+        div(strait.map(CatchUp::cpu_per_gb), mm2.map(CatchUp::cpu_per_gb)),
         div(strait.map(CatchUp::records_per_s), raw.map(CatchUp::records_per_s)),
+        div(strait.map(CatchUp::cpu_per_gb), raw.map(CatchUp::cpu_per_gb)),
+        div(lat("strait").map(|l| l.p99_ms as f64), lat("raw-pipe").map(|l| l.p99_ms as f64)),
         div(eos.map(CatchUp::records_per_s), strait.map(CatchUp::records_per_s)),
         div(eos.map(CatchUp::cpu_per_gb), strait.map(CatchUp::cpu_per_gb)),
     );

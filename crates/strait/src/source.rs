@@ -21,7 +21,7 @@ use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source,
 use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
 use crate::kafka::{blocking, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
-use crate::record::ReplicatedRecord;
+use crate::record::{Body, KafkaMessage, ReplicatedRecord};
 use crate::slots::slot_of;
 use crate::watch::Committed;
 
@@ -302,30 +302,34 @@ fn start_records(starts: &HashMap<(Arc<str>, i32), i64>) -> Vec<ConnectRecord<()
         .collect()
 }
 
-fn to_record(m: &BorrowedMessage<'_>, names: &mut HashMap<String, Arc<str>>) -> ConnectRecord<(), ReplicatedRecord> {
-    let key = m.key().map(<[u8]>::to_vec);
-    let value = m.payload().map(<[u8]>::to_vec);
+/// The record of `m`, holding the message itself (no copy of key and value); its headers are
+/// copied, as the loop guard edits them.
+fn to_record(
+    m: BorrowedMessage<'_>,
+    consumer: &Arc<BaseConsumer>,
+    names: &mut HashMap<String, Arc<str>>,
+) -> ConnectRecord<(), ReplicatedRecord> {
     let headers: Vec<Header> = m
         .headers()
         .map(|hs| hs.iter().map(|h| Header { key: h.key.to_string(), value: h.value.map(<[u8]>::to_vec) }).collect())
         .unwrap_or_default();
     let size_bytes = 64
-        + key.as_ref().map_or(0, Vec::len)
-        + value.as_ref().map_or(0, Vec::len)
+        + m.key().map_or(0, <[u8]>::len)
+        + m.payload().map_or(0, <[u8]>::len)
         + headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len)).sum::<usize>();
     let topic = shared_name(names, m.topic());
+    let (partition, offset, timestamp_ms) = (m.partition(), m.offset(), m.timestamp().to_millis());
     ConnectRecord {
         key: None,
         value: Some(ReplicatedRecord {
             topic: topic.clone(),
-            partition: m.partition(),
-            offset: m.offset(),
-            key,
-            value,
+            partition,
+            offset,
+            body: Body::Kafka(KafkaMessage::new(m, consumer.clone())),
         }),
-        timestamp_ms: m.timestamp().to_millis(),
+        timestamp_ms,
         headers,
-        source_offset: SourceOffset { topic, partition: m.partition(), offset: m.offset() },
+        source_offset: SourceOffset { topic, partition, offset },
         size_bytes,
     }
 }
@@ -358,7 +362,7 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
                 match consumer.poll(wait) {
                     None => break,
                     Some(Ok(m)) => {
-                        let r = to_record(&m, &mut names);
+                        let r = to_record(m, &consumer, &mut names);
                         bytes += r.size_bytes;
                         out.push(r);
                     }

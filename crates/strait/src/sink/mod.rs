@@ -489,10 +489,10 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             headers = headers.insert(KafkaHeader { key: PROVENANCE_HEADER, value: Some(&*provenance) });
             let mut out =
                 BaseRecord::<[u8], [u8], usize>::with_opaque_to(&target, 0).partition(r.partition).headers(headers);
-            if let Some(k) = &r.key {
+            if let Some(k) = r.key() {
                 out = out.key(k);
             }
-            if let Some(v) = &r.value {
+            if let Some(v) = r.value() {
                 out = out.payload(v);
             }
             if let Some(ts) = record.timestamp_ms {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use strait::config::Config;
 use strait::positions::{self, Saved};
-use strait::record::ReplicatedRecord;
+use strait::record::{Body, ReplicatedRecord};
 use strait::sink::TargetSink;
 use strait_connect::{ConnectError, ConnectRecord, Header, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
@@ -19,8 +19,7 @@ fn record(topic: &Arc<str>, offset: i64, value: Option<&str>) -> ConnectRecord<(
             topic: topic.clone(),
             partition: 0,
             offset,
-            key: Some(format!("k{offset}").into_bytes()),
-            value: Some(v.as_bytes().to_vec()),
+            body: Body::Owned { key: Some(format!("k{offset}").into_bytes()), value: Some(v.as_bytes().to_vec()) },
         }),
         timestamp_ms: Some(1_700_000_000_000 + offset),
         headers: vec![Header { key: "h".into(), value: None }],
