@@ -142,6 +142,7 @@ impl Instance {
                         }
                         self.log_owned();
                     }
+                    Some(SlotEvent::Refused(e)) => return Err(e),
                     Some(SlotEvent::Revoked(slots, done)) => {
                         for slot in slots {
                             self.stop_slot(slot).await;

@@ -16,13 +16,14 @@ use std::time::Duration;
 
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::TopicPartitionList;
 use strait_connect::{ConnectError, ConnectResult};
 use tokio::sync::mpsc;
 
 use crate::admin::Admin;
 use crate::config::Flow;
-use crate::kafka::connect_error;
+use crate::kafka::{connect_error, is_denied};
 
 /// The slot (in `0..slots`) of source `topic`/`partition`: the topic's FNV-1a hash plus the
 /// partition, so the partitions of one topic go round the slots evenly. Stable across versions
@@ -39,6 +40,9 @@ pub enum SlotEvent {
     /// Slots to give up; answer on the sender once each stopped (its last batch committed or
     /// aborted): the group waits for it before another instance takes them.
     Revoked(Vec<u32>, sync_mpsc::SyncSender<()>),
+    /// The group refuses this instance for good (a session timeout the brokers do not allow, a
+    /// missing ACL): no slot will ever come.
+    Refused(ConnectError),
 }
 
 /// Passes the group's assignments on as [`SlotEvent`]s.
@@ -123,7 +127,7 @@ impl SlotGroup {
         let heartbeat_ms = (flow.session_timeout.as_millis() / 5).max(100).to_string();
         let (events, received) = mpsc::unbounded_channel();
         let leaving = Arc::new(AtomicBool::new(false));
-        let context = GroupContext { events, leaving: leaving.clone(), flow: flow.name.clone() };
+        let context = GroupContext { events: events.clone(), leaving: leaving.clone(), flow: flow.name.clone() };
         let consumer: BaseConsumer<GroupContext> = flow
             .target
             .client_config(&[
@@ -138,14 +142,32 @@ impl SlotGroup {
             .map_err(|e| ConnectError::backend(format!("slot group consumer on {}", flow.target.alias), e))?;
         consumer.subscribe(&[&topic]).map_err(|e| connect_error(format!("join group {}", flow.slots_group()), e))?;
         let (stop, name) = (leaving.clone(), flow.name.clone());
+        let (refused, session) = (events.clone(), flow.session_timeout.as_millis());
+        let group = flow.slots_group();
         let thread = std::thread::Builder::new()
             .name("strait-slots".into())
             .spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     // Nothing is ever written to the topic: polling serves the group's heartbeats
                     // and rebalances. Transport errors are librdkafka's to retry.
-                    if let Some(Err(e)) = consumer.poll(Duration::from_millis(200)) {
-                        tracing::debug!(flow = %name, error = %e, "slot group");
+                    let Some(Err(e)) = consumer.poll(Duration::from_millis(200)) else { continue };
+                    let refusal = match e.rdkafka_error_code() {
+                        Some(RDKafkaErrorCode::InvalidSessionTimeout) => Some(ConnectError::conflict(
+                            format!("flow {name}: [flows.scale_out] session_timeout_ms"),
+                            format!(
+                                "the target's brokers do not allow {session} ms (their group.min.session.timeout.ms and \
+                                 group.max.session.timeout.ms bound it; 6,000 and 1,800,000 by default)"
+                            ),
+                        )),
+                        Some(code) if is_denied(code) => Some(connect_error(format!("join group {group}"), e.clone())),
+                        _ => None,
+                    };
+                    match refusal {
+                        Some(refusal) => {
+                            let _ = refused.send(SlotEvent::Refused(refusal));
+                            break;
+                        }
+                        None => tracing::debug!(flow = %name, error = %e, "slot group"),
                     }
                 }
                 // Dropping the consumer leaves the group at once: the others rebalance without

@@ -170,3 +170,15 @@ async fn an_instance_with_another_slot_count_is_refused() {
         .await;
     assert!(first.stop().success());
 }
+
+/// A session timeout the target's brokers refuse (below `group.min.session.timeout.ms`) stops the
+/// flow naming the setting, instead of standing by for a slot that never comes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_timeout_the_brokers_refuse_stops_the_flow_naming_it() {
+    let f = TopicFlow::new("session", 1).await;
+    let mut strait = Strait::start(&f.p, &f.config("[flows.scale_out]\nsession_timeout_ms = 1000"));
+    wait_until("strait stops by itself", Duration::from_secs(60), || !strait.is_running()).await;
+    let logs = strait.logs();
+    assert!(!strait.stop().success(), "{logs}");
+    assert!(logs.contains("[flows.scale_out] session_timeout_ms") && logs.contains("do not allow 1000 ms"), "{logs}");
+}
