@@ -49,16 +49,9 @@ impl Run {
     }
 }
 
-/// The slots each instance said it owns last, from its log.
+/// How many slots an instance said it owns last, from its log.
 fn owned(log: &Path) -> usize {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .rev()
-        .find(|l| l.contains("slots owned by this instance"))
-        .and_then(|l| {
-            l.split("slots=[").nth(1)?.split(']').next().map(|s| s.split(',').filter(|x| !x.trim().is_empty()).count())
-        })
-        .unwrap_or(0)
+    strait_testkit::owned_slots(&std::fs::read_to_string(log).unwrap_or_default()).map_or(0, |s| s.len())
 }
 
 /// A cgroup (v1 `cpu`) limiting its processes to [`CAP`] of a core; removed on drop.

@@ -88,8 +88,8 @@ struct Running {
     task: JoinHandle<()>,
 }
 
-/// What this instance runs of a flow: the data paths of its slots, the once-per-flow tasks while
-/// it owns slot 0, and the lag watch of its partitions.
+/// What this instance runs of a flow: the data paths of its slots (slot 0's also runs the
+/// once-per-flow tasks) and the lag watch of its partitions.
 struct Instance {
     flow: Arc<Flow>,
     committed: Committed,

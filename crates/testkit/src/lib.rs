@@ -34,6 +34,14 @@ const HEAP: &str = "-Xmx512m";
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The repository root: two levels above this crate.
+/// The slots a Strait instance said it owns last, from its log text (its `slots owned by this
+/// instance ... slots=[0, 3]` lines); `None` before the first such line.
+pub fn owned_slots(log: &str) -> Option<std::collections::BTreeSet<u32>> {
+    let line = log.lines().rev().find(|l| l.contains("slots owned by this instance"))?;
+    let list = line.split("slots=[").nth(1)?.split(']').next()?;
+    Some(list.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+}
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root exists")
 }

@@ -30,6 +30,21 @@ async fn wait_shared(what: &str, instances: &[&Strait], timeout: Duration) -> Ve
     }
 }
 
+/// The config of `f`'s flow with `flow_extra`, resolved, and a background producer of
+/// `per_partition` sequenced records per partition (`chunks` rounds, `pause` apart).
+fn sequenced_flow(
+    f: &TopicFlow,
+    flow_extra: &str,
+    (partitions, per_partition): (i32, usize),
+    (chunks, pause): (usize, Duration),
+) -> (String, strait::config::Flow, tokio::task::JoinHandle<()>) {
+    let config = f.config(flow_extra);
+    let flow = Config::parse(&config).unwrap().remove(0);
+    let producer =
+        tokio::spawn(produce_sequenced(f.a.clone(), f.topic.clone(), partitions, per_partition, chunks, pause));
+    (config, flow, producer)
+}
+
 /// 3 instances share a flow of 24 partitions while records arrive; one is SIGKILLed, then a 4th
 /// starts. Returns per partition what the target holds, and the partitions of the killed
 /// instance's slots.
@@ -37,19 +52,12 @@ async fn share_kill_and_grow(prefix: &str, delivery: &str) -> (Vec<(i32, Seen)>,
     const PARTITIONS: i32 = 24;
     const PER_PARTITION: usize = 2_500;
     let f = TopicFlow::new(prefix, PARTITIONS).await;
-    let config = f.config(&format!(
+    let extra = format!(
         "commit_interval_ms = 300\n{delivery}\n[flows.scale_out]\nenabled = true\nslots = {SLOTS}\nsession_timeout_ms = {}",
         SESSION_TIMEOUT.as_millis()
-    ));
-    let flow = Config::parse(&config).unwrap().remove(0);
-    let producer = tokio::spawn(produce_sequenced(
-        f.a.clone(),
-        f.topic.clone(),
-        PARTITIONS,
-        PER_PARTITION,
-        60,
-        Duration::from_millis(250),
-    ));
+    );
+    let (config, flow, producer) =
+        sequenced_flow(&f, &extra, (PARTITIONS, PER_PARTITION), (60, Duration::from_millis(250)));
     let mut instances: Vec<Strait> = (0..3).map(|i| Strait::start(&format!("{}-{i}", f.p), &config)).collect();
     let shared = wait_shared("3 instances", &instances.iter().collect::<Vec<_>>(), Duration::from_secs(90)).await;
     eprintln!("{prefix}: 3 instances own {shared:?}");
@@ -122,25 +130,14 @@ async fn a_second_instance_of_a_flow_without_scale_out_is_refused() {
     const PARTITIONS: i32 = 6;
     const PER_PARTITION: usize = 2_000;
     let f = TopicFlow::new("single", PARTITIONS).await;
-    let config = f.config("commit_interval_ms = 300");
-    let flow = Config::parse(&config).unwrap().remove(0);
-    let producer = tokio::spawn(produce_sequenced(
-        f.a.clone(),
-        f.topic.clone(),
-        PARTITIONS,
-        PER_PARTITION,
-        20,
-        Duration::from_millis(300),
-    ));
+    let (config, flow, producer) =
+        sequenced_flow(&f, "commit_interval_ms = 300", (PARTITIONS, PER_PARTITION), (20, Duration::from_millis(300)));
     let first = Strait::start(&format!("{}-1", f.p), &config);
     wait_until("the first instance owns the flow", Duration::from_secs(60), || {
         owned(&first).is_some_and(|s| s.len() == 1)
     })
     .await;
-    let mut second = Strait::start(&format!("{}-2", f.p), &config);
-    wait_until("the second instance exits", Duration::from_secs(60), || !second.is_running()).await;
-    let logs = second.logs();
-    assert!(!second.stop().success(), "refused means a non-zero exit: {logs}");
+    let logs = exits_non_zero(Strait::start(&format!("{}-2", f.p), &config), Duration::from_secs(60)).await;
     assert!(logs.contains("another instance runs this flow"), "{logs}");
     producer.await.unwrap();
     wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
@@ -160,10 +157,7 @@ async fn an_instance_with_another_slot_count_is_refused() {
         owned(&first).is_some_and(|s| s.len() == 4)
     })
     .await;
-    let mut other = Strait::start(&format!("{}-2", f.p), &scaled(3));
-    wait_until("the instance with 3 slots exits", Duration::from_secs(60), || !other.is_running()).await;
-    let logs = other.logs();
-    assert!(!other.stop().success(), "{logs}");
+    let logs = exits_non_zero(Strait::start(&format!("{}-2", f.p), &scaled(3)), Duration::from_secs(60)).await;
     assert!(logs.contains("[flows.scale_out] slots") && logs.contains("has 4 partition(s)"), "{logs}");
     produce(&f.a, &f.topic, &[Rec::simple(0, "after"), Rec::simple(1, "after")]).await;
     wait_until("the first instance still replicates", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(2))
@@ -176,9 +170,7 @@ async fn an_instance_with_another_slot_count_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_timeout_the_brokers_refuse_stops_the_flow_naming_it() {
     let f = TopicFlow::new("session", 1).await;
-    let mut strait = Strait::start(&f.p, &f.config("[flows.scale_out]\nsession_timeout_ms = 1000"));
-    wait_until("strait stops by itself", Duration::from_secs(60), || !strait.is_running()).await;
-    let logs = strait.logs();
-    assert!(!strait.stop().success(), "{logs}");
+    let strait = Strait::start(&f.p, &f.config("[flows.scale_out]\nsession_timeout_ms = 1000"));
+    let logs = exits_non_zero(strait, Duration::from_secs(60)).await;
     assert!(logs.contains("[flows.scale_out] session_timeout_ms") && logs.contains("do not allow 1000 ms"), "{logs}");
 }

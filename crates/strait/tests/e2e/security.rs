@@ -25,11 +25,7 @@ fn cluster_toml(alias: &str, cluster: &SecureCluster, password: &str) -> String 
 
 /// Runs a config that must stop the flow by itself; returns its log.
 async fn refused(name: &str, config: &str) -> String {
-    let mut strait = Strait::start(name, config);
-    wait_until("strait stops by itself", Duration::from_secs(30), || !strait.is_running()).await;
-    let logs = strait.logs();
-    assert!(!strait.stop().success(), "exits non-zero: {logs}");
-    logs
+    exits_non_zero(Strait::start(name, config), Duration::from_secs(30)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -329,10 +329,16 @@ impl Drop for Strait {
 
 /// The slots an instance said it owns last (its "slots owned by this instance" lines).
 pub fn owned(strait: &Strait) -> Option<std::collections::BTreeSet<u32>> {
+    strait_testkit::owned_slots(&strait.logs())
+}
+
+/// Waits up to `timeout` for `strait` to stop by itself, asserts a non-zero exit and returns its
+/// log.
+pub async fn exits_non_zero(mut strait: Strait, timeout: Duration) -> String {
+    wait_until("strait stops by itself", timeout, || !strait.is_running()).await;
     let logs = strait.logs();
-    let line = logs.lines().rev().find(|l| l.contains("slots owned by this instance"))?;
-    let list = line.split("slots=[").nth(1)?.split(']').next()?;
-    Some(list.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+    assert!(!strait.stop().success(), "exits non-zero: {logs}");
+    logs
 }
 
 /// A two-cluster config: `src` → `dst` with one flow, `flow_extra` TOML lines added to the flow,
