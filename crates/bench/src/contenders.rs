@@ -20,17 +20,21 @@ pub enum Contender {
     Mm2Eos,
     /// `raw-pipe`: consume → produce, nothing else.
     Raw,
+    /// `raw-pipe --as-strait`: the same pipe asking of librdkafka what Strait asks: Strait's client
+    /// settings and its loop guard's header on every record. What the client library costs.
+    RawHeader,
 }
 
 impl Contender {
     /// Every contender, in run order.
-    pub const ALL: [Contender; 6] = [
+    pub const ALL: [Contender; 7] = [
         Contender::Strait,
         Contender::StraitEos,
         Contender::Mm2Default,
         Contender::Mm2Tuned,
         Contender::Mm2Eos,
         Contender::Raw,
+        Contender::RawHeader,
     ];
 
     /// Short name for tables.
@@ -42,13 +46,14 @@ impl Contender {
             Contender::Mm2Tuned => "mm2-tuned",
             Contender::Mm2Eos => "mm2-eos",
             Contender::Raw => "raw-pipe",
+            Contender::RawHeader => "raw-pipe+header",
         }
     }
 
     /// Target topic name for source `topic` in run `tag` (each run writes fresh topics).
     pub fn target_topic(self, tag: &str, topic: &str) -> String {
         match self {
-            Contender::Raw => format!("r{tag}.{topic}"),
+            Contender::Raw | Contender::RawHeader => format!("r{tag}.{topic}"),
             _ => format!("s{tag}.{topic}"),
         }
     }
@@ -186,7 +191,8 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
             }
             strait_testkit::start_mirror_maker(&dir, &props).expect("start MirrorMaker 2")
         }
-        Contender::Raw => Command::new(env.bin.join("raw-pipe"))
+        Contender::Raw | Contender::RawHeader => Command::new(env.bin.join("raw-pipe"))
+            .args((contender == Contender::RawHeader).then_some("--as-strait"))
             .args([source, target, &format!("r{tag}.")])
             .args(topics)
             .stdout(out)

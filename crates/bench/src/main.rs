@@ -8,7 +8,8 @@
 //! `latest.png`, and prints a last line `RATIO strait/mm2 ...`. Each catch-up is run `--repeat N`
 //! times (default 3; 1 with `--quick`), contenders interleaved, and the median run is reported.
 //! `--only strait,raw-pipe` runs a subset of contenders (the report then lacks missing ratios).
-//! `--soak MINUTES` runs only the memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance
+//! `--catch-up-only` runs only the uncompressed catch-up and prints each contender's median,
+//! writing no report (to compare a change quickly). `--soak MINUTES` runs only the memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance
 //! catch-ups ([`scale_out`]).
 
 mod contenders;
@@ -69,7 +70,7 @@ impl Bench {
     fn catch_up(&mut self, contender: Contender, workload: &str, topics: &[String], partitions: i32) -> CatchUp {
         let tag = self.tag();
         let targets: Vec<String> = topics.iter().map(|t| contender.target_topic(&tag, t)).collect();
-        if matches!(contender, Contender::Raw | Contender::Mm2Eos) {
+        if matches!(contender, Contender::Raw | Contender::RawHeader | Contender::Mm2Eos) {
             for t in &targets {
                 load::create_topic(&self.target, t, partitions, &[]);
             }
@@ -232,9 +233,11 @@ fn main() {
     }
     let mut results = Results { quick, records, ..Results::default() };
 
-    let workloads: [(&str, &str); 2] = [("catch-up", "none"), ("catch-up-lz4", "lz4")];
+    let catch_up_only = args.iter().any(|a| a == "--catch-up-only");
+    let workloads: &[(&str, &str)] =
+        if catch_up_only { &[("catch-up", "none")] } else { &[("catch-up", "none"), ("catch-up-lz4", "lz4")] };
     let mut topics_of = BTreeMap::new();
-    for (name, compression) in workloads {
+    for &(name, compression) in workloads {
         let topics: Vec<String> = ["a", "b"].iter().map(|s| format!("{name}-{s}")).collect();
         for t in &topics {
             load::create_topic(&bench.source, t, 6, &[("compression.type", "producer")]);
@@ -244,7 +247,7 @@ fn main() {
         eprintln!("preloaded {records} records into {topics:?} ({compression}) in {:?}", t0.elapsed());
         topics_of.insert(name, topics);
     }
-    for (name, _) in workloads {
+    for &(name, _) in workloads {
         let mut runs: BTreeMap<&str, Vec<CatchUp>> = BTreeMap::new();
         for _ in 0..repeat {
             for &c in &contenders {
@@ -254,6 +257,12 @@ fn main() {
         for &c in &contenders {
             results.catch_up.push(report::median(runs.remove(c.name()).unwrap_or_default()));
         }
+    }
+    if catch_up_only {
+        for c in &results.catch_up {
+            println!("{}: {:.0} records/s, {:.2} CPU s/GB (median of {repeat})", c.contender, c.records_per_s(), c.cpu_per_gb());
+        }
+        return;
     }
     let (rate, duration) = if quick { (5_000, Duration::from_secs(10)) } else { (20_000, Duration::from_secs(60)) };
     for &c in &contenders {

@@ -1,41 +1,87 @@
-//! `raw-pipe SOURCE TARGET PREFIX TOPIC...`: the benchmark's ceiling. Reads every partition of
-//! the topics from the beginning and produces each record to the same partition of
-//! `PREFIX<topic>` on the target, with the same producer settings as Strait but no renaming
-//! policy, no offset syncs, no positions, no headers added. Runs until killed.
+//! `raw-pipe [--as-strait] SOURCE TARGET PREFIX TOPIC...`: the benchmark's ceiling. Reads every
+//! partition of the topics from the beginning and produces each record to the same partition of
+//! `PREFIX<topic>` on the target: no renaming policy, no offset syncs, no positions, no metrics.
+//! Runs until killed.
+//!
+//! Plain, it has the producer settings Strait's records are produced with and a large prefetch.
+//! With `--as-strait` it asks of librdkafka exactly what Strait asks: Strait's consumer and
+//! producer settings (bounded prefetch, `read_committed`, gap-less idempotence) and the header
+//! Strait's loop guard adds to every record (`strait.provenance`, a 22-byte cluster id), built
+//! the same way. The gap between it and Strait is Strait's own work.
 
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::Message;
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 
+/// The allocator Strait runs with (see its `main.rs`), so the pipe stays the floor of the same
+/// process setup.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+const CONSUMER: &[(&str, &str)] =
+    &[("enable.auto.commit", "false"), ("fetch.wait.max.ms", "100"), ("queued.max.messages.kbytes", "65536")];
+
+/// Strait's source consumer settings (`strait::source`, one slot).
+const CONSUMER_AS_STRAIT: &[(&str, &str)] = &[
+    ("enable.auto.commit", "false"),
+    ("enable.auto.offset.store", "false"),
+    ("isolation.level", "read_committed"),
+    ("enable.partition.eof", "false"),
+    ("fetch.wait.max.ms", "100"),
+    ("queued.max.messages.kbytes", "8192"),
+    ("queued.min.messages", "20000"),
+    ("fetch.queue.backoff.ms", "10"),
+];
+
+const PRODUCER: &[(&str, &str)] = &[
+    ("enable.idempotence", "true"),
+    ("acks", "all"),
+    ("linger.ms", "5"),
+    ("batch.size", "1000000"),
+    ("queue.buffering.max.kbytes", "131072"),
+];
+
+/// Strait's at-least-once record producer settings (`strait::sink`, one slot).
+const PRODUCER_AS_STRAIT: &[(&str, &str)] = &[
+    ("enable.idempotence", "true"),
+    ("acks", "all"),
+    ("linger.ms", "5"),
+    ("batch.size", "1000000"),
+    ("compression.type", "none"),
+    ("message.max.bytes", "104857600"),
+    ("queue.buffering.max.kbytes", "32768"),
+    ("enable.gapless.guarantee", "true"),
+    ("message.timeout.ms", "300000"),
+];
+
+fn config(bootstrap: &str, settings: &[(&str, &str)]) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    for (k, v) in settings {
+        config.set(*k, *v);
+    }
+    config
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let as_strait = args.first().is_some_and(|a| a == "--as-strait");
+    if as_strait {
+        args.remove(0);
+    }
     if args.len() < 4 {
-        eprintln!("usage: raw-pipe SOURCE TARGET PREFIX TOPIC...");
+        eprintln!("usage: raw-pipe [--as-strait] SOURCE TARGET PREFIX TOPIC...");
         std::process::exit(2);
     }
     let (source, target, prefix, topics) = (&args[0], &args[1], &args[2], &args[3..]);
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", source)
-        .set("group.id", "raw-pipe")
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "100")
-        .set("queued.max.messages.kbytes", "65536")
-        .create()
-        .expect("consumer");
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", target)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "5")
-        .set("batch.size", "1000000")
-        .set("queue.buffering.max.kbytes", "131072")
-        .create()
-        .expect("producer");
+    let (consumer, producer) = if as_strait { (CONSUMER_AS_STRAIT, PRODUCER_AS_STRAIT) } else { (CONSUMER, PRODUCER) };
+    let consumer: BaseConsumer = config(source, consumer).set("group.id", "raw-pipe").create().expect("consumer");
+    let producer: ThreadedProducer<DefaultProducerContext> = config(target, producer).create().expect("producer");
     let md = consumer.fetch_metadata(None, Duration::from_secs(10)).expect("metadata");
     let mut tpl = TopicPartitionList::new();
     for t in md.topics().iter().filter(|t| topics.iter().any(|n| n == t.name())) {
@@ -44,11 +90,16 @@ fn main() {
         }
     }
     consumer.assign(&tpl).expect("assign");
+    let provenance: &[u8] = b"Fq1lVdAjQ5-0sbP-XmWQrA";
     loop {
         let Some(m) = consumer.poll(Duration::from_millis(100)) else { continue };
         let m = m.expect("consume");
         let topic = format!("{prefix}{}", m.topic());
         let mut record = BaseRecord::<[u8], [u8]>::to(&topic).partition(m.partition());
+        if as_strait {
+            let header = Header { key: "strait.provenance", value: Some(provenance) };
+            record = record.headers(OwnedHeaders::new_with_capacity(1).insert(header));
+        }
         if let Some(k) = m.key() {
             record = record.key(k);
         }
