@@ -8,8 +8,9 @@
 //! `latest.png`, and prints a last line `RATIO strait/mm2 ...`. Each catch-up is run `--repeat N`
 //! times (default 3; 1 with `--quick`), contenders interleaved, and the median run is reported.
 //! `--only strait,raw-pipe` runs a subset of contenders (the report then lacks missing ratios).
-//! `--catch-up-only` runs only the uncompressed catch-up and prints each contender's median,
-//! writing no report (to compare a change quickly). `--soak MINUTES` runs only the memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance
+//! `--catch-up-only` runs only the uncompressed catch-up and prints each contender's median, and
+//! `--steady-only` only the steady state and prints its latencies; neither writes a report (they
+//! compare a change quickly). `--soak MINUTES` runs only the memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance
 //! catch-ups ([`scale_out`]).
 
 mod contenders;
@@ -234,8 +235,12 @@ fn main() {
     let mut results = Results { quick, records, ..Results::default() };
 
     let catch_up_only = args.iter().any(|a| a == "--catch-up-only");
-    let workloads: &[(&str, &str)] =
-        if catch_up_only { &[("catch-up", "none")] } else { &[("catch-up", "none"), ("catch-up-lz4", "lz4")] };
+    let steady_only = args.iter().any(|a| a == "--steady-only");
+    let workloads: &[(&str, &str)] = match (catch_up_only, steady_only) {
+        (_, true) => &[],
+        (true, _) => &[("catch-up", "none")],
+        _ => &[("catch-up", "none"), ("catch-up-lz4", "lz4")],
+    };
     let mut topics_of = BTreeMap::new();
     for &(name, compression) in workloads {
         let topics: Vec<String> = ["a", "b"].iter().map(|s| format!("{name}-{s}")).collect();
@@ -267,6 +272,12 @@ fn main() {
     let (rate, duration) = if quick { (5_000, Duration::from_secs(10)) } else { (20_000, Duration::from_secs(60)) };
     for &c in &contenders {
         results.latency.push(bench.latency(c, rate, duration));
+    }
+    if steady_only {
+        for l in &results.latency {
+            println!("{}: p50 {} ms, p99 {} ms, max {} ms at {} records/s", l.contender, l.p50_ms, l.p99_ms, l.max_ms, l.rate);
+        }
+        return;
     }
     // Strait's memory as partitions grow from 12 to 240 (same record count).
     let wide: Vec<String> = ["a", "b"].iter().map(|s| format!("wide-{s}")).collect();

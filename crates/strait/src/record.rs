@@ -35,10 +35,10 @@ pub enum Body {
     Kafka(KafkaMessage),
 }
 
-impl ReplicatedRecord {
+impl Body {
     /// Key bytes; `None` for a null key.
     pub fn key(&self) -> Option<&[u8]> {
-        match &self.body {
+        match self {
             Body::Owned { key, .. } => key.as_deref(),
             Body::Kafka(m) => m.message.key(),
         }
@@ -46,7 +46,7 @@ impl ReplicatedRecord {
 
     /// Value bytes; `None` for a tombstone.
     pub fn value(&self) -> Option<&[u8]> {
-        match &self.body {
+        match self {
             Body::Owned { value, .. } => value.as_deref(),
             Body::Kafka(m) => m.message.payload(),
         }

@@ -31,7 +31,7 @@ pub struct KafkaSource {
     /// The flow's slot whose partitions this source reads ([`crate::slots`]).
     slot: u32,
     /// Topic names shared by every record of the topic.
-    names: HashMap<String, Arc<str>>,
+    names: TopicNames,
     flow: Arc<Flow>,
     saved: Positions,
     assigned: HashSet<(String, i32)>,
@@ -89,7 +89,7 @@ impl KafkaSource {
         let mut source = Self {
             consumer: Arc::new(consumer),
             slot,
-            names: HashMap::new(),
+            names: TopicNames::default(),
             flow,
             saved,
             assigned: HashSet::new(),
@@ -264,7 +264,7 @@ impl KafkaSource {
         }
         // Only once assigned: a failed assign is tried again at the next refresh.
         for (topic, p, offset) in starts {
-            let name = shared_name(&mut self.names, &topic);
+            let name = self.names.get(&topic);
             if let (true, Offset::Offset(end)) = (unknown.contains(&topic), offset) {
                 tracing::info!(flow = %self.flow.name, topic, partition = p, offset = end, "new topic: starting at its end (start_from = latest)");
                 self.unsaved_starts.insert((name.clone(), p), end);
@@ -279,10 +279,25 @@ impl KafkaSource {
 }
 
 /// The one shared copy of a topic name.
-fn shared_name(names: &mut HashMap<String, Arc<str>>, topic: &str) -> Arc<str> {
-    match names.get(topic) {
-        Some(t) => t.clone(),
-        None => names.entry(topic.to_string()).or_insert_with(|| Arc::from(topic)).clone(),
+/// One shared name per topic for the records of a flow.
+#[derive(Default)]
+struct TopicNames {
+    by_name: HashMap<String, Arc<str>>,
+    /// The name last asked for: records come in runs of one partition, so most skip the map.
+    last: Option<Arc<str>>,
+}
+
+impl TopicNames {
+    fn get(&mut self, topic: &str) -> Arc<str> {
+        if let Some(last) = self.last.as_ref().filter(|l| ***l == *topic) {
+            return last.clone();
+        }
+        let name = match self.by_name.get(topic) {
+            Some(t) => t.clone(),
+            None => self.by_name.entry(topic.to_string()).or_insert_with(|| Arc::from(topic)).clone(),
+        };
+        self.last = Some(name.clone());
+        name
     }
 }
 
@@ -307,7 +322,7 @@ fn start_records(starts: &HashMap<(Arc<str>, i32), i64>) -> Vec<ConnectRecord<()
 fn to_record(
     m: BorrowedMessage<'_>,
     consumer: &Arc<BaseConsumer>,
-    names: &mut HashMap<String, Arc<str>>,
+    names: &mut TopicNames,
 ) -> ConnectRecord<(), ReplicatedRecord> {
     let headers: Vec<Header> = m
         .headers()
@@ -317,7 +332,7 @@ fn to_record(
         + m.key().map_or(0, <[u8]>::len)
         + m.payload().map_or(0, <[u8]>::len)
         + headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len)).sum::<usize>();
-    let topic = shared_name(names, m.topic());
+    let topic = names.get(m.topic());
     let (partition, offset, timestamp_ms) = (m.partition(), m.offset(), m.timestamp().to_millis());
     ConnectRecord {
         key: None,

@@ -4,6 +4,7 @@
 //! Kafka transaction in exactly-once mode.
 
 pub mod loop_guard;
+mod partitions;
 pub mod service;
 pub mod stats;
 pub mod syncs;
@@ -58,6 +59,14 @@ const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
 /// batch's offset syncs and positions.
 const STATE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Added for the at-least-once state producer: its few records are awaited at once, so waiting
+/// `linger.ms` for more would only lengthen each commit, when no record is read.
+const STATE_SETTINGS: &[(&str, &str)] = &[("linger.ms", "0")];
+
+/// How long a commit lets librdkafka send lingering records at once (see
+/// [`ProduceService::flush`]) before it simply waits for their acks.
+const COMMIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A producer of `slot` of the flow; transactional (`strait-<source>-><target>/slot-<n>`) when
 /// `transaction_timeout` is given, with `init_transactions` done, which fences the slot's previous
 /// owner and completes its open transaction. Without, the at-least-once record producer.
@@ -67,6 +76,7 @@ async fn producer_service(
     flow: &Flow,
     slot: u32,
     transaction_timeout: Option<Duration>,
+    extra: &[(&str, &str)],
 ) -> ConnectResult<ProduceService<InFlight>> {
     let timeout_ms = transaction_timeout.map(|t| t.as_millis().to_string());
     let transactional_id = flow.transactional_id(slot);
@@ -83,6 +93,7 @@ async fn producer_service(
             ("message.timeout.ms", ms.as_str()),
         ]),
     }
+    settings.extend_from_slice(extra);
     let service = ProduceService::new(&flow.target, &settings)
         .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
     if let Some(timeout) = transaction_timeout {
@@ -203,9 +214,9 @@ impl TargetSink {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
-        let service = producer_service(&flow, slot, transaction_timeout).await?;
+        let service = producer_service(&flow, slot, transaction_timeout, &[]).await?;
         let state = match transaction_timeout {
-            None => Some(producer_service(&flow, slot, Some(STATE_TRANSACTION_TIMEOUT)).await?),
+            None => Some(producer_service(&flow, slot, Some(STATE_TRANSACTION_TIMEOUT), STATE_SETTINGS).await?),
             Some(_) => None,
         };
         let saved = positions::load(&flow.target, &flow.name)
@@ -465,21 +476,24 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
         let mut previous: Option<(Arc<str>, i32, i64, Option<i64>)> = None;
         for mut record in batch {
-            let Some(r) = record.value.take() else { continue };
+            let Some(ReplicatedRecord { topic, partition, offset, body }) = record.value.take() else { continue };
             // Records of a partition come in runs: remember the last of each run for positions.
-            if let Some((topic, partition, offset, ts)) =
-                previous.take().filter(|p| p.1 != r.partition || p.0 != r.topic)
-            {
-                self.last.insert((topic, partition), (offset, ts));
+            match &mut previous {
+                Some(p) if p.1 == partition && Arc::ptr_eq(&p.0, &topic) => (p.2, p.3) = (offset, record.timestamp_ms),
+                _ => {
+                    let run = (topic.clone(), partition, offset, record.timestamp_ms);
+                    if let Some((topic, partition, offset, ts)) = previous.replace(run) {
+                        self.last.insert((topic, partition), (offset, ts));
+                    }
+                }
             }
-            previous = Some((r.topic.clone(), r.partition, r.offset, record.timestamp_ms));
             let Some(provenance) = self.guard.pass(&mut record.headers) else {
                 self.loop_drops += 1;
                 loop_guard_dropped.inc();
                 continue;
             };
             // Residency, renaming and the target topic's existence, decided once per topic.
-            let Some(target) = self.router.route(&r.topic, r.partition, self.service.producer()).await? else {
+            let Some(target) = self.router.route(&topic, partition, self.service.producer()).await? else {
                 continue;
             };
             let mut headers = OwnedHeaders::new_with_capacity(record.headers.len() + 1);
@@ -488,28 +502,28 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             }
             headers = headers.insert(KafkaHeader { key: PROVENANCE_HEADER, value: Some(&*provenance) });
             let mut out =
-                BaseRecord::<[u8], [u8], usize>::with_opaque_to(&target, 0).partition(r.partition).headers(headers);
-            if let Some(k) = r.key() {
+                BaseRecord::<[u8], [u8], usize>::with_opaque_to(&target, 0).partition(partition).headers(headers);
+            if let Some(k) = body.key() {
                 out = out.key(k);
             }
-            if let Some(v) = r.value() {
+            if let Some(v) = body.value() {
                 out = out.payload(v);
             }
             if let Some(ts) = record.timestamp_ms {
                 out = out.timestamp(ts);
                 if ts == 0 {
-                    let count = self.zero_timestamps.entry(r.topic.clone()).or_default();
+                    let count = self.zero_timestamps.entry(topic.clone()).or_default();
                     if *count == 0 {
-                        tracing::warn!(flow = %self.flow.name, topic = %r.topic, partition = r.partition, offset = r.offset,
+                        tracing::warn!(flow = %self.flow.name, %topic, partition, offset,
                             "a record with timestamp 0 is written with the produce time: librdkafka cannot send timestamp 0 (counted; totals at stop)");
                     }
                     *count += 1;
                 }
             }
             let meta = InFlight::Record {
-                topic: r.topic.clone(),
-                partition: r.partition,
-                upstream: r.offset,
+                topic,
+                partition,
+                upstream: offset,
                 bytes: record.size_bytes,
                 timestamp: record.timestamp_ms,
             };
@@ -527,6 +541,10 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     /// theirs: in the slot's state transaction in at-least-once mode; in exactly-once mode it
     /// commits the transaction holding all three.
     async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
+        if self.state.is_some() {
+            // (In exactly-once mode the transaction's commit flushes.)
+            self.service.flush(COMMIT_FLUSH_TIMEOUT).await;
+        }
         let (syncs, stats) = (&mut self.syncs, &mut self.stats);
         let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
         if let Err(failed) = self.service.wait_acks(0, &mut on_ack).await {
@@ -545,7 +563,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         if self.transaction_timeout.is_some() {
             if self.renew_producer {
                 tracing::warn!(flow = %self.flow.name, "the target aborted a transaction that outlived transaction_timeout_ms; starting a new transactional producer");
-                self.service = producer_service(&self.flow, self.slot, self.transaction_timeout).await?;
+                self.service = producer_service(&self.flow, self.slot, self.transaction_timeout, &[]).await?;
                 self.renew_producer = false;
             }
             self.transaction_call("begin transaction", |p, _| p.begin_transaction()).await?;

@@ -1,20 +1,20 @@
 //! The sink's side of the metrics: per source partition, records and bytes the target
 //! acknowledged, replication latency and record age at the ack, and offset syncs written.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
 use strait_mm2::OffsetSync;
 
 use crate::config::Flow;
+use super::partitions::PartitionMap;
 use crate::metrics::{metrics, PartitionMetrics};
 
 /// Metric handles of one flow's sink, created once per partition.
 pub struct SinkMetrics {
     source: String,
     target: String,
-    partitions: HashMap<(Arc<str>, i32), PartitionMetrics>,
+    partitions: PartitionMap<PartitionMetrics>,
     /// `strait_loop_guard_dropped_total` of the flow.
     pub loop_guard_dropped: Counter,
 }
@@ -24,14 +24,12 @@ impl SinkMetrics {
     pub fn new(flow: &Flow) -> Self {
         let (source, target) = (flow.source.alias.clone(), flow.target.alias.clone());
         let loop_guard_dropped = metrics().loop_guard_dropped(&source, &target);
-        Self { source, target, partitions: HashMap::new(), loop_guard_dropped }
+        Self { source, target, partitions: PartitionMap::default(), loop_guard_dropped }
     }
 
     fn partition(&mut self, topic: &Arc<str>, partition: i32) -> &PartitionMetrics {
         let (source, target) = (&self.source, &self.target);
-        self.partitions
-            .entry((topic.clone(), partition))
-            .or_insert_with(|| metrics().partition(source, target, topic, partition))
+        self.partitions.get_or_insert_with(topic, partition, || metrics().partition(source, target, topic, partition))
     }
 
     /// The target acknowledged a record of `bytes` with timestamp `timestamp_ms`.

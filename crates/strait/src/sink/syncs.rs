@@ -2,10 +2,11 @@
 //! rule per source partition, delayed syncs promoted at every commit. The sink writes what
 //! [`OffsetSyncWriter::take`] returns, in MM2's bytes, with the batch's positions.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use strait_mm2::{DownstreamOffset, Emit, OffsetSync, PartitionState, UpstreamOffset};
+
+use super::partitions::PartitionMap;
 
 /// Per source partition: MM2's emission state and the last record acknowledged, upstream and
 /// downstream (kept with positions, so a target that lost records is noticed at start).
@@ -18,7 +19,7 @@ struct Partition {
 /// Offset-sync decisions of one flow.
 pub struct OffsetSyncWriter {
     offset_lag_max: u64,
-    states: HashMap<(Arc<str>, i32), Partition>,
+    states: PartitionMap<Partition>,
     /// Syncs decided but not yet written.
     pending: Vec<OffsetSync>,
 }
@@ -26,12 +27,12 @@ pub struct OffsetSyncWriter {
 impl OffsetSyncWriter {
     /// A writer with MM2's `offset.lag.max` = `offset_lag_max` (records).
     pub fn new(offset_lag_max: u64) -> Self {
-        Self { offset_lag_max, states: HashMap::new(), pending: Vec::new() }
+        Self { offset_lag_max, states: PartitionMap::default(), pending: Vec::new() }
     }
 
     /// Feeds one acknowledged record: `topic`/`partition` are the **source** names.
     pub fn acked(&mut self, topic: &Arc<str>, partition: i32, upstream: i64, downstream: i64) {
-        let entry = self.states.entry((topic.clone(), partition)).or_insert_with(|| Partition {
+        let entry = self.states.get_or_insert_with(topic, partition, || Partition {
             state: PartitionState::new(),
             last_upstream: upstream,
             last_downstream: downstream,
@@ -46,9 +47,9 @@ impl OffsetSyncWriter {
 
     /// Promotes every delayed sync and returns every sync to write now, in decision order.
     pub fn take(&mut self) -> Vec<OffsetSync> {
-        for ((topic, partition), entry) in &mut self.states {
+        for (topic, partition, entry) in self.states.iter_mut() {
             if let Some((upstream, downstream)) = entry.state.take_delayed() {
-                self.pending.push(OffsetSync { topic: topic.to_string(), partition: *partition, upstream, downstream });
+                self.pending.push(OffsetSync { topic: topic.to_string(), partition, upstream, downstream });
             }
         }
         std::mem::take(&mut self.pending)
@@ -56,19 +57,19 @@ impl OffsetSyncWriter {
 
     /// The downstream offset of the last record of source `topic`/`partition` acknowledged.
     pub fn last_downstream(&self, topic: &Arc<str>, partition: i32) -> Option<i64> {
-        self.states.get(&(topic.clone(), partition)).map(|e| e.last_downstream)
+        self.states.get(topic, partition).map(|e| e.last_downstream)
     }
 
     /// Every source partition's last acknowledged record: (topic, partition, upstream offset).
     pub fn acknowledged(&self) -> impl Iterator<Item = (&Arc<str>, i32, i64)> {
-        self.states.iter().map(|((t, p), e)| (t, *p, e.last_upstream))
+        self.states.iter().map(|(t, p, e)| (t, p, e.last_upstream))
     }
 
     /// Forgets every partition's emission state after an aborted transaction: the aborted records
     /// were never written, so the next record of each partition syncs afresh. (A last downstream
     /// offset of an aborted record stays: it is below every record written after it.)
     pub fn reset(&mut self) {
-        for entry in self.states.values_mut() {
+        for (_, _, entry) in self.states.iter_mut() {
             entry.state = PartitionState::new();
         }
         self.pending.clear();

@@ -32,6 +32,9 @@ pub struct TopicRouter {
     source: Admin,
     target: Admin,
     routes: HashMap<String, Route>,
+    /// The last allowed route used: (source topic, target topic, its partitions). Records come
+    /// in runs of one topic, so most records skip the map.
+    last: Option<(Arc<str>, Arc<str>, usize)>,
 }
 
 impl TopicRouter {
@@ -39,7 +42,7 @@ impl TopicRouter {
     pub fn new(flow: Arc<Flow>) -> ConnectResult<Self> {
         let source = Admin::new(&flow.source).map_err(|e| ConnectError::backend("source admin client", e))?;
         let target = Admin::new(&flow.target).map_err(|e| ConnectError::backend("target admin client", e))?;
-        Ok(Self { flow, source, target, routes: HashMap::new() })
+        Ok(Self { flow, source, target, routes: HashMap::new(), last: None })
     }
 
     /// The target topic for a record of `topic`/`partition`, or `None` when residency drops it.
@@ -47,10 +50,17 @@ impl TopicRouter {
     /// write to the partition. Errors: a backend error naming the topic.
     pub async fn route(
         &mut self,
-        topic: &str,
+        topic: &Arc<str>,
         partition: i32,
         producer: &Arc<DataProducer>,
     ) -> ConnectResult<Option<Arc<str>>> {
+        if let Some((source, target, partitions)) = &self.last {
+            if Arc::ptr_eq(source, topic) && (partition as usize) < *partitions {
+                return Ok(Some(target.clone()));
+            }
+        }
+        let topic_arc = topic;
+        let topic: &str = topic;
         match self.routes.get_mut(topic) {
             Some(Route::Denied { dropped, counter }) => {
                 *dropped += 1;
@@ -58,6 +68,7 @@ impl TopicRouter {
                 return Ok(None);
             }
             Some(Route::Allowed { target, partitions }) if (partition as usize) < *partitions => {
+                self.last = Some((topic_arc.clone(), target.clone(), *partitions));
                 return Ok(Some(target.clone()));
             }
             _ => {}
