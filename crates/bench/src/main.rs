@@ -265,7 +265,12 @@ fn main() {
     }
     if catch_up_only {
         for c in &results.catch_up {
-            println!("{}: {:.0} records/s, {:.2} CPU s/GB (median of {repeat})", c.contender, c.records_per_s(), c.cpu_per_gb());
+            println!(
+                "{}: {:.0} records/s, {:.2} CPU s/GB (median of {repeat})",
+                c.contender,
+                c.records_per_s(),
+                c.cpu_per_gb()
+            );
         }
         return;
     }
@@ -275,7 +280,10 @@ fn main() {
     }
     if steady_only {
         for l in &results.latency {
-            println!("{}: p50 {} ms, p99 {} ms, max {} ms at {} records/s", l.contender, l.p50_ms, l.p99_ms, l.max_ms, l.rate);
+            println!(
+                "{}: p50 {} ms, p99 {} ms, max {} ms at {} records/s",
+                l.contender, l.p50_ms, l.p99_ms, l.max_ms, l.rate
+            );
         }
         return;
     }

@@ -47,8 +47,11 @@ pub trait Sink<K, V>: Send {
     /// Makes every record put since the last commit durable, then durably saves `positions` (the
     /// last source offset per partition those records reach) so a restart resumes after them.
     /// A saved position never covers a record that is not durable; with transactions, records and
-    /// positions become visible together or not at all. Errors name the first record that could
-    /// not be written; [`ConnectError::Retriable`] when trying the batch again may succeed.
+    /// positions become visible together or not at all. Without transactions a sink may still be
+    /// saving `positions` when it returns, so records keep flowing meanwhile: it then saves them
+    /// before its next commit or its close returns, and either reports a failure to save them.
+    /// Errors name the first record that could not be written; [`ConnectError::Retriable`] when
+    /// trying the batch again may succeed.
     async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()>;
 
     /// Whether [`Sink::begin`] / [`Sink::commit`] / [`Sink::abort`] give exactly-once batches.

@@ -6,6 +6,7 @@
 pub mod loop_guard;
 mod partitions;
 pub mod service;
+mod state;
 pub mod stats;
 pub mod syncs;
 pub mod topics;
@@ -17,18 +18,19 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
 
 use crate::admin::{Admin, LARGEST_BATCH_BYTES};
 use crate::config::{Delivery, Flow, SyncsLocation};
-use crate::kafka::{acked, cluster_id, connect_error, control_producer, enqueue};
+use crate::kafka::{cluster_id, connect_error, control_producer};
 use crate::mm2_offsets;
 use crate::positions::{self, Positions, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
 use loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use service::ProduceService;
+use state::{State, StateTask, StateWriter};
 use stats::SinkMetrics;
 use syncs::OffsetSyncWriter;
 use topics::TopicRouter;
@@ -142,10 +144,6 @@ const TRANSIENT: &[RDKafkaErrorCode] = &[
     RDKafkaErrorCode::UnknownLeaderEpoch,
 ];
 
-/// First and longest wait between attempts of a retriable transactional call.
-const TRANSACTION_RETRY_MIN: Duration = Duration::from_millis(200);
-const TRANSACTION_RETRY_MAX: Duration = Duration::from_secs(5);
-
 /// What the sink remembers of a produced record until its ack.
 enum InFlight {
     /// A replicated record: its source topic, partition, upstream offset, size (bytes) and
@@ -164,16 +162,13 @@ pub struct TargetSink {
     slot: u32,
     /// Writes records; in exactly-once mode also offset syncs and positions, in its transactions.
     service: ProduceService<InFlight>,
-    /// At-least-once mode: the slot's transactional producer of offset syncs and positions, so
-    /// a fenced previous owner can never overwrite them.
-    state: Option<ProduceService<InFlight>>,
+    /// At-least-once mode: the slot's writer of offset syncs and positions ([`state`]).
+    state: Option<StateTask>,
     router: TopicRouter,
     guard: LoopGuard,
     syncs: OffsetSyncWriter,
     /// `mm2-offset-syncs.<alias>.internal`.
     syncs_topic: String,
-    /// Producer for offset syncs kept on the source cluster (KIP-716 `source`; at-least-once only).
-    source_syncs: Option<FutureProducer>,
     /// `transaction.timeout.ms`, in exactly-once mode.
     transaction_timeout: Option<Duration>,
     /// A transaction is open (begun, not yet committed or aborted).
@@ -216,7 +211,25 @@ impl TargetSink {
         };
         let service = producer_service(&flow, slot, transaction_timeout, &[]).await?;
         let state = match transaction_timeout {
-            None => Some(producer_service(&flow, slot, Some(STATE_TRANSACTION_TIMEOUT), STATE_SETTINGS).await?),
+            None => {
+                let service = producer_service(&flow, slot, Some(STATE_TRANSACTION_TIMEOUT), STATE_SETTINGS).await?;
+                let source_syncs = match flow.offset_syncs_location {
+                    SyncsLocation::Target => None,
+                    SyncsLocation::Source => Some(
+                        control_producer(syncs_cluster)
+                            .map_err(|e| ConnectError::backend("offset-syncs producer for the source", e))?,
+                    ),
+                };
+                let writer = StateWriter::new(
+                    service,
+                    source_syncs,
+                    flow.clone(),
+                    slot,
+                    syncs_topic.clone(),
+                    STATE_TRANSACTION_TIMEOUT,
+                );
+                Some(StateTask::new(writer))
+            }
             Some(_) => None,
         };
         let saved = positions::load(&flow.target, &flow.name)
@@ -236,19 +249,11 @@ impl TargetSink {
                 "resuming source partitions Strait has no position for where MirrorMaker 2 stopped"
             );
         }
-        let source_syncs = match flow.offset_syncs_location {
-            SyncsLocation::Target => None,
-            SyncsLocation::Source => Some(
-                control_producer(syncs_cluster)
-                    .map_err(|e| ConnectError::backend("offset-syncs producer for the source", e))?,
-            ),
-        };
         let sink = Self {
             router: TopicRouter::new(flow.clone())?,
             guard: LoopGuard::new(source_id, target_id),
             syncs: OffsetSyncWriter::new(flow.offset_lag_max),
             syncs_topic,
-            source_syncs,
             transaction_timeout,
             in_transaction: false,
             transaction_began: None,
@@ -270,13 +275,8 @@ impl TargetSink {
     /// aborted and replayed); anything else, and every error in at-least-once mode (librdkafka
     /// already retried until `message.timeout.ms`), stops the flow naming the record.
     fn failure(&self, context: String, e: KafkaError) -> ConnectError {
-        let fatal = self.service.fatal_error().or_else(|| self.state.as_ref()?.fatal_error());
-        if let Some((code, reason)) = fatal {
-            let fenced = matches!(
-                code,
-                RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch
-            );
-            if fenced && self.outlived_transaction_timeout() {
+        if let Some((code, reason)) = self.service.fatal_error() {
+            if state::is_fenced(code) && self.outlived_transaction_timeout() {
                 // The target aborted our own transaction (it stayed open past the timeout while
                 // the target was unreachable), which bumps the producer epoch: a new producer
                 // takes over and the batch is replayed. Another instance can only fence a
@@ -286,18 +286,9 @@ impl TargetSink {
                     reason,
                 );
             }
-            if fenced {
+            if state::is_fenced(code) {
                 // Not the record's fault: the whole producer is out.
-                return ConnectError::fenced(
-                    format!(
-                        "flow {} slot {}: another instance took it over (transactional.id {}), or its transaction \
-                         outlived transaction_timeout_ms and was aborted by the target",
-                        self.flow.name,
-                        self.slot,
-                        self.flow.transactional_id(self.slot)
-                    ),
-                    reason,
-                );
+                return state::fenced(&self.flow, self.slot, reason);
             }
             return ConnectError::backend(format!("{context}: the producer failed for good"), reason);
         }
@@ -313,37 +304,31 @@ impl TargetSink {
     }
 
     fn produce_error(&self, (what, e): (InFlight, KafkaError)) -> ConnectError {
-        let (flow, target) = (&self.flow.name, &self.flow.target.alias);
-        let context = match what {
-            InFlight::Record { topic, partition, upstream, bytes, .. } => format!(
-                "flow {flow} topic {topic} partition {partition} offset {upstream}: record of {bytes} bytes could not be produced to {target}"
-            ),
-            InFlight::OffsetSync(s) => format!(
-                "flow {flow}: offset sync {} partition {} {}->{} could not be written to {}",
-                s.topic, s.partition, s.upstream.0, s.downstream.0, self.syncs_topic
-            ),
-            InFlight::Position(p) => format!(
-                "flow {flow}: position of {} partition {} offset {} could not be saved to {POSITIONS_TOPIC}",
-                p.topic, p.partition, p.offset
-            ),
-        };
-        self.failure(context, e)
+        self.failure(state::describe(&self.flow, &self.syncs_topic, what), e)
     }
 
     /// The error for a record that could not be written. In at-least-once mode the positions of
-    /// every record acknowledged before it, in every partition, are saved first (with a fresh
+    /// every record acknowledged before it, in every partition, are saved first (by the state
     /// producer: the data producer may have stopped for good), so a restart replays only from the
     /// failed record on. A failure to save them is logged; the records are then replayed, not lost.
     async fn stop_on(&mut self, failed: (InFlight, KafkaError)) -> ConnectError {
-        if self.state.is_some() {
-            let acknowledged: Vec<SourceOffset> = self
+        let positions = self.state.is_some().then(|| {
+            let acknowledged: Vec<_> = self
                 .syncs
                 .acknowledged()
                 .map(|(topic, partition, offset)| SourceOffset { topic: topic.clone(), partition, offset })
                 .collect();
-            match self.write_state(Vec::new(), &acknowledged).await {
+            self.position_records(&acknowledged)
+        });
+        if let (Some(positions), Some(task)) = (positions, self.state.as_mut()) {
+            let partitions = positions.len();
+            let saved = match task.ready().await {
+                Ok(writer) => writer.write(State { syncs: Vec::new(), positions }).await,
+                Err(e) => Err(e),
+            };
+            match saved {
                 Ok(()) => {
-                    tracing::info!(flow = %self.flow.name, partitions = acknowledged.len(), "saved the positions of the records written before the failure")
+                    tracing::info!(flow = %self.flow.name, partitions, "saved the positions of the records written before the failure")
                 }
                 Err(e) => {
                     tracing::error!(flow = %self.flow.name, error = %e, "positions of the records written before the failure could not be saved; they will be written again at restart")
@@ -353,75 +338,24 @@ impl TargetSink {
         self.produce_error(failed)
     }
 
-    /// The producer of offset syncs and positions: the state producer in at-least-once mode,
-    /// else the record producer (one transaction for all three).
-    fn writer(&mut self) -> &mut ProduceService<InFlight> {
-        self.state.as_mut().unwrap_or(&mut self.service)
-    }
-
-    /// Writes `syncs` and `positions` and awaits their acks: in their own transaction in
-    /// at-least-once mode, else in the open one, which is then committed.
-    async fn write_state(&mut self, syncs: Vec<OffsetSync>, positions: &[SourceOffset]) -> ConnectResult<()> {
-        if self.state.is_some() {
-            self.transaction_call("begin state transaction", |p, _| p.begin_transaction()).await?;
-            self.in_transaction = true;
-        }
-        if let Some(producer) = &self.source_syncs {
-            self.write_syncs_to_source(producer, &syncs).await?;
-        } else {
-            let writer = self.state.as_mut().unwrap_or(&mut self.service);
-            for sync in syncs {
-                let (key, value) = (sync.encode_key(), sync.encode_value());
-                let record =
-                    BaseRecord::with_opaque_to(&self.syncs_topic, 0).partition(0).key(&key[..]).payload(&value[..]);
-                if let Err(failed) = writer.send(record, InFlight::OffsetSync(sync), &mut |_, _| {}).await {
-                    return Err(self.produce_error(failed));
-                }
-            }
-        }
-        for p in positions {
-            let (key, value) = self.position_record(p);
-            let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
-            if let Err(failed) = self.writer().send(record, InFlight::Position(p.clone()), &mut |_, _| {}).await {
-                return Err(self.produce_error(failed));
-            }
-        }
-        if let Err(failed) = self.writer().wait_acks(0, &mut |_, _| {}).await {
-            return Err(self.produce_error(failed));
-        }
-        if self.in_transaction {
-            self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
-            self.in_transaction = false;
-        }
-        Ok(())
-    }
-
-    /// Key and value of the positions record for `position`, with the timestamp of the record at
-    /// it (when it was the last one put) and the target offset of the partition's last record
-    /// written.
-    fn position_record(&self, position: &SourceOffset) -> (Vec<u8>, Vec<u8>) {
-        let (topic, partition) = (&position.topic, position.partition);
-        let ts =
-            self.last.get(&(topic.clone(), partition)).filter(|(o, _)| *o == position.offset).and_then(|(_, ts)| *ts);
-        positions::encode(&self.flow.name, position, ts, self.syncs.last_downstream(topic, partition))
-    }
-
-    /// Writes offset syncs to the source cluster and waits for their acks (KIP-716 `source`).
-    async fn write_syncs_to_source(&self, producer: &FutureProducer, syncs: &[OffsetSync]) -> ConnectResult<()> {
-        let mut acks = Vec::with_capacity(syncs.len());
-        for sync in syncs {
-            let (key, value) = (sync.encode_key(), sync.encode_value());
-            let record = FutureRecord::to(&self.syncs_topic).partition(0).key(&key[..]).payload(&value[..]);
-            acks.push(enqueue(producer, record).await);
-        }
-        for (sync, ack) in syncs.iter().zip(acks) {
-            let written = match ack {
-                Ok(ack) => acked(ack).await,
-                Err(e) => Err(e),
-            };
-            written.map_err(|e| self.produce_error((InFlight::OffsetSync(sync.clone()), e)))?;
-        }
-        Ok(())
+    /// Each of `positions` with the key and value of its positions record: the timestamp of the
+    /// record at it (when it was the last one put) and the target offset of the partition's last
+    /// record written.
+    fn position_records(&self, positions: &[SourceOffset]) -> Vec<(SourceOffset, Vec<u8>, Vec<u8>)> {
+        positions
+            .iter()
+            .map(|position| {
+                let (topic, partition) = (&position.topic, position.partition);
+                let ts = self
+                    .last
+                    .get(&(topic.clone(), partition))
+                    .filter(|(o, _)| *o == position.offset)
+                    .and_then(|(_, ts)| *ts);
+                let (key, value) =
+                    positions::encode(&self.flow.name, position, ts, self.syncs.last_downstream(topic, partition));
+                (position.clone(), key, value)
+            })
+            .collect()
     }
 
     /// Whether the open transaction began longer than `transaction_timeout_ms` ago, so the
@@ -433,30 +367,17 @@ impl TargetSink {
         }
     }
 
-    /// Runs a transactional call (each attempt waits up to the transaction timeout), calling it
-    /// again while librdkafka says the error is retriable — say, the target is down — with a
-    /// doubling backoff (0.2 s to 5 s), each attempt logged: librdkafka requires the same call to
-    /// be repeated until it completes. Errors through [`TargetSink::failure`].
+    /// Runs a transactional call of the record producer (exactly-once mode), retrying while
+    /// librdkafka says so ([`state::transaction_call`]). Errors through [`TargetSink::failure`].
     async fn transaction_call(
         &self,
         what: &str,
         call: impl Fn(&service::DataProducer, Duration) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
     ) -> ConnectResult<()> {
         let timeout = self.transaction_timeout.unwrap_or(STATE_TRANSACTION_TIMEOUT);
-        let mut backoff = TRANSACTION_RETRY_MIN;
-        loop {
-            let call = call.clone();
-            let writer = self.state.as_ref().unwrap_or(&self.service);
-            match writer.transaction(move |p| call(p, timeout)).await {
-                Ok(()) => return Ok(()),
-                Err(KafkaError::Transaction(e)) if e.is_retriable() => {
-                    tracing::warn!(flow = %self.flow.name, error = %e, retry_in_ms = backoff.as_millis() as u64, "{what} failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(TRANSACTION_RETRY_MAX);
-                }
-                Err(e) => return Err(self.failure(format!("flow {}: {what}", self.flow.name), e)),
-            }
-        }
+        state::transaction_call(&self.service, &self.flow.name, what, timeout, call)
+            .await
+            .map_err(|e| self.failure(format!("flow {}: {what}", self.flow.name), e))
     }
 }
 
@@ -537,9 +458,10 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         Ok(())
     }
 
-    /// Awaits every record's ack, then writes the batch's offset syncs and `positions` and awaits
-    /// theirs: in the slot's state transaction in at-least-once mode; in exactly-once mode it
-    /// commits the transaction holding all three.
+    /// Awaits every record's ack, then writes the batch's offset syncs and `positions`. In
+    /// exactly-once mode it commits the transaction holding all three. In at-least-once mode it
+    /// starts the slot's state transaction in the background and returns: the next commit, or
+    /// `close`, waits for it and returns its error.
     async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
         if self.state.is_some() {
             // (In exactly-once mode the transaction's commit flushes.)
@@ -550,9 +472,20 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         if let Err(failed) = self.service.wait_acks(0, &mut on_ack).await {
             return Err(self.stop_on(failed).await);
         }
-        let decided = self.syncs.take();
-        self.stats.offset_syncs(&decided);
-        self.write_state(decided, positions).await
+        let syncs = self.syncs.take();
+        self.stats.offset_syncs(&syncs);
+        let positions = self.position_records(positions);
+        match &mut self.state {
+            Some(task) => task.write_in_background(State { syncs, positions }).await,
+            None => {
+                if let Err(failed) = state::send(&mut self.service, &self.syncs_topic, syncs, positions).await {
+                    return Err(self.produce_error(failed));
+                }
+                self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+                self.in_transaction = false;
+                Ok(())
+            }
+        }
     }
 
     fn supports_transactions(&self) -> bool {
@@ -606,6 +539,10 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         if self.loop_drops > 0 {
             tracing::info!(flow = %self.flow.name, dropped = self.loop_drops, "records dropped by the loop guard");
         }
-        Ok(())
+        // The last commit's state is still being written.
+        match &mut self.state {
+            Some(task) => task.ready().await.map(|_| ()),
+            None => Ok(()),
+        }
     }
 }

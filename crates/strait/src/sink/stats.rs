@@ -6,8 +6,8 @@ use std::sync::Arc;
 use prometheus_client::metrics::counter::Counter;
 use strait_mm2::OffsetSync;
 
-use crate::config::Flow;
 use super::partitions::PartitionMap;
+use crate::config::Flow;
 use crate::metrics::{metrics, PartitionMetrics};
 
 /// Metric handles of one flow's sink, created once per partition.

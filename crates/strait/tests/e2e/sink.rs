@@ -58,6 +58,8 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     let batch: Vec<_> = (0..10).map(|o| record(&topic, o, (o != 5).then_some("v"))).collect();
     sink.put(batch).await.unwrap();
     sink.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 9 }]).await.unwrap();
+    // At-least-once, the offset syncs and positions are still being written: close waits for them.
+    sink.close().await.unwrap();
     // MM2's rule with offset_lag_max 3: first record, lag reached at down 4, the gap at up 6,
     // and the last record promoted at commit.
     assert_eq!(written_syncs(&b, &src, &topic), vec![(0, 0), (4, 4), (6, 5), (9, 8)]);
@@ -76,7 +78,6 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
         saved.get(&(topic.to_string(), 0)),
         Some(&Saved { next_offset: 10, last_timestamp: Some(1_700_000_000_009), last_downstream: Some(8) })
     );
-    sink.close().await.unwrap();
 }
 
 /// At-least-once too: a slot's offset syncs and positions go through its transactional.id, so
@@ -89,20 +90,23 @@ async fn an_at_least_once_zombie_cannot_overwrite_positions_or_offset_syncs() {
     let (mut zombie, _) = TargetSink::start(flow.clone(), 0).await.expect("sink starts");
     zombie.put((0..3).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
     zombie.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 2 }]).await.unwrap();
+    // The state is written in the background; close waits for it (the zombie goes on regardless).
+    zombie.close().await.unwrap();
 
     let (mut owner, resumed) = TargetSink::start(flow.clone(), 0).await.expect("the slot's next owner starts");
     assert_eq!(resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(3));
     zombie.put(vec![record(&topic, 3, Some("zombie"))]).await.unwrap();
-    let fenced = zombie
-        .commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 3 }])
-        .await
-        .expect_err("the old owner cannot save");
+    // Its record is written (at-least-once records are not transactional); its state is not, and
+    // the failure is reported by the next commit or, here, close.
+    zombie.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 3 }]).await.unwrap();
+    let fenced = zombie.close().await.expect_err("the old owner cannot save");
     assert!(matches!(fenced, ConnectError::Fenced { .. }), "{fenced}");
     let saved = positions::load(&flow.target, &flow.name).await.unwrap();
     assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(3), "the position did not move");
     assert_eq!(written_syncs(&f.b, &f.src, &f.topic), vec![(0, 0), (1, 1), (2, 2)], "no sync of the zombie");
     owner.put(vec![record(&topic, 3, Some("v"))]).await.unwrap();
     owner.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 3 }]).await.unwrap();
+    owner.close().await.unwrap();
     let saved = positions::load(&flow.target, &flow.name).await.unwrap();
     assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(4), "the owner saves");
 }

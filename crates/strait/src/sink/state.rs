@@ -1,0 +1,233 @@
+//! Where a batch's offset syncs and source positions are written, after its records.
+//!
+//! Exactly-once: into the slot's open transaction, with the records (see [`super::TargetSink`]).
+//! At-least-once: by a [`StateWriter`], in a transaction of the slot's own small transactional
+//! producer, so a fenced previous owner can never move them. It writes in a task of its own while
+//! the next batch is read and produced: a commit waits for its records' acks only, not for the
+//! state transaction's round trips, which would otherwise stall every record arriving meanwhile.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, FutureProducer, FutureRecord, Producer};
+use strait_connect::{ConnectError, ConnectResult, SourceOffset};
+use strait_mm2::OffsetSync;
+use tokio::task::JoinHandle;
+
+use super::service::{DataProducer, Failed, ProduceService};
+use super::InFlight;
+use crate::config::Flow;
+use crate::kafka::{acked, enqueue};
+use crate::positions::POSITIONS_TOPIC;
+
+/// First and longest wait between attempts of a retriable transactional call.
+const TRANSACTION_RETRY_MIN: Duration = Duration::from_millis(200);
+const TRANSACTION_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// A batch's state: the offset syncs decided, and each position with the key and value of its
+/// record in the positions topic.
+pub struct State {
+    pub syncs: Vec<OffsetSync>,
+    pub positions: Vec<(SourceOffset, Vec<u8>, Vec<u8>)>,
+}
+
+/// What failed to be written, for an error message: `flow <name> topic <t> partition <p> offset
+/// <o>` for a record, the sync or position otherwise.
+pub fn describe(flow: &Flow, syncs_topic: &str, what: InFlight) -> String {
+    let (name, target) = (&flow.name, &flow.target.alias);
+    match what {
+        InFlight::Record { topic, partition, upstream, bytes, .. } => format!(
+            "flow {name} topic {topic} partition {partition} offset {upstream}: record of {bytes} bytes could not be produced to {target}"
+        ),
+        InFlight::OffsetSync(s) => format!(
+            "flow {name}: offset sync {} partition {} {}->{} could not be written to {syncs_topic}",
+            s.topic, s.partition, s.upstream.0, s.downstream.0
+        ),
+        InFlight::Position(p) => format!(
+            "flow {name}: position of {} partition {} offset {} could not be saved to {POSITIONS_TOPIC}",
+            p.topic, p.partition, p.offset
+        ),
+    }
+}
+
+/// Whether a producer's fatal error says another producer of its `transactional.id` fenced it.
+pub fn is_fenced(code: RDKafkaErrorCode) -> bool {
+    matches!(code, RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch)
+}
+
+/// The error of a slot whose transactional producer was fenced.
+pub fn fenced(flow: &Flow, slot: u32, reason: String) -> ConnectError {
+    ConnectError::fenced(
+        format!(
+            "flow {} slot {slot}: another instance took it over (transactional.id {}), or its transaction \
+             outlived transaction_timeout_ms and was aborted by the target",
+            flow.name,
+            flow.transactional_id(slot)
+        ),
+        reason,
+    )
+}
+
+/// Queues `syncs` (to `syncs_topic` on the target) and `positions` on `writer` and waits for
+/// every ack. Errors: the first that failed.
+pub async fn send(
+    writer: &mut ProduceService<InFlight>,
+    syncs_topic: &str,
+    syncs: Vec<OffsetSync>,
+    positions: Vec<(SourceOffset, Vec<u8>, Vec<u8>)>,
+) -> Result<(), Failed<InFlight>> {
+    for sync in syncs {
+        let (key, value) = (sync.encode_key(), sync.encode_value());
+        let record = BaseRecord::with_opaque_to(syncs_topic, 0).partition(0).key(&key[..]).payload(&value[..]);
+        writer.send(record, InFlight::OffsetSync(sync), &mut |_, _| {}).await?;
+    }
+    for (position, key, value) in positions {
+        let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
+        writer.send(record, InFlight::Position(position), &mut |_, _| {}).await?;
+    }
+    writer.wait_acks(0, &mut |_, _| {}).await
+}
+
+/// Runs a transactional call of `service`'s producer (each attempt waits up to `timeout`),
+/// calling it again while librdkafka says the error is retriable — say, the target is down —
+/// with a doubling backoff (0.2 s to 5 s), each attempt logged: librdkafka requires the same call
+/// to be repeated until it completes. Errors: the first error that is not retriable.
+pub async fn transaction_call(
+    service: &ProduceService<InFlight>,
+    flow: &str,
+    what: &str,
+    timeout: Duration,
+    call: impl Fn(&DataProducer, Duration) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
+) -> Result<(), KafkaError> {
+    let mut backoff = TRANSACTION_RETRY_MIN;
+    loop {
+        let call = call.clone();
+        match service.transaction(move |p| call(p, timeout)).await {
+            Ok(()) => return Ok(()),
+            Err(KafkaError::Transaction(e)) if e.is_retriable() => {
+                tracing::warn!(flow, error = %e, retry_in_ms = backoff.as_millis() as u64, "{what} failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(TRANSACTION_RETRY_MAX);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// At-least-once: the slot's transactional producer of offset syncs and positions.
+pub struct StateWriter {
+    service: ProduceService<InFlight>,
+    /// Producer for offset syncs kept on the source cluster (KIP-716 `source`).
+    source_syncs: Option<FutureProducer>,
+    flow: Arc<Flow>,
+    slot: u32,
+    syncs_topic: String,
+    /// `transaction.timeout.ms` of `service`.
+    timeout: Duration,
+}
+
+impl StateWriter {
+    /// A writer through `service` (transactions initialised), with `source_syncs` when offset
+    /// syncs live on the source cluster.
+    pub fn new(
+        service: ProduceService<InFlight>,
+        source_syncs: Option<FutureProducer>,
+        flow: Arc<Flow>,
+        slot: u32,
+        syncs_topic: String,
+        timeout: Duration,
+    ) -> Self {
+        Self { service, source_syncs, flow, slot, syncs_topic, timeout }
+    }
+
+    /// Writes `state` in one transaction and waits until it is committed. Errors: fenced by a
+    /// newer owner of the slot ([`ConnectError::Fenced`]); else a backend error naming what
+    /// could not be written.
+    pub async fn write(&mut self, state: State) -> ConnectResult<()> {
+        let name = self.flow.name.clone();
+        transaction_call(&self.service, &name, "begin state transaction", self.timeout, |p, _| p.begin_transaction())
+            .await
+            .map_err(|e| self.failure(format!("flow {name}: begin state transaction"), e))?;
+        let mut syncs = state.syncs;
+        if let Some(producer) = &self.source_syncs {
+            write_to_source(producer, &self.syncs_topic, &syncs)
+                .await
+                .map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+            syncs.clear();
+        }
+        send(&mut self.service, &self.syncs_topic, syncs, state.positions)
+            .await
+            .map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+        transaction_call(&self.service, &name, "commit state transaction", self.timeout, |p, timeout| {
+            p.commit_transaction(timeout)
+        })
+        .await
+        .map_err(|e| self.failure(format!("flow {name}: commit state transaction"), e))
+    }
+
+    /// A fenced producer stops the slot saying so; any other error stops the flow naming `context`.
+    fn failure(&self, context: String, e: KafkaError) -> ConnectError {
+        match self.service.fatal_error() {
+            Some((code, reason)) if is_fenced(code) => fenced(&self.flow, self.slot, reason),
+            Some((_, reason)) => ConnectError::backend(format!("{context}: the producer failed for good"), reason),
+            None => ConnectError::backend(context, e),
+        }
+    }
+}
+
+/// Writes offset syncs to the source cluster and waits for their acks (KIP-716 `source`).
+async fn write_to_source(
+    producer: &FutureProducer,
+    syncs_topic: &str,
+    syncs: &[OffsetSync],
+) -> Result<(), (InFlight, KafkaError)> {
+    let mut acks = Vec::with_capacity(syncs.len());
+    for sync in syncs {
+        let (key, value) = (sync.encode_key(), sync.encode_value());
+        let record = FutureRecord::to(syncs_topic).partition(0).key(&key[..]).payload(&value[..]);
+        acks.push(enqueue(producer, record).await);
+    }
+    for (sync, ack) in syncs.iter().zip(acks) {
+        let written = match ack {
+            Ok(ack) => acked(ack).await,
+            Err(e) => Err(e),
+        };
+        written.map_err(|e| (InFlight::OffsetSync(sync.clone()), e))?;
+    }
+    Ok(())
+}
+
+/// The [`StateWriter`], idle or writing the last commit's state in its own task.
+pub struct StateTask {
+    idle: Option<StateWriter>,
+    busy: Option<JoinHandle<(StateWriter, ConnectResult<()>)>>,
+}
+
+impl StateTask {
+    pub fn new(writer: StateWriter) -> Self {
+        Self { idle: Some(writer), busy: None }
+    }
+
+    /// The writer, once the write under way (if any) is done. Errors: that write's error.
+    pub async fn ready(&mut self) -> ConnectResult<&mut StateWriter> {
+        if let Some(task) = self.busy.take() {
+            let (writer, written) = task.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            self.idle = Some(writer);
+            written?;
+        }
+        Ok(self.idle.as_mut().expect("an idle writer once no write is under way"))
+    }
+
+    /// Starts writing `state` once the write under way (if any) is done; states are written in
+    /// order. Errors: the previous write's error.
+    pub async fn write_in_background(&mut self, state: State) -> ConnectResult<()> {
+        self.ready().await?;
+        let mut writer = self.idle.take().expect("ready leaves the writer idle");
+        self.busy = Some(tokio::spawn(async move {
+            let written = writer.write(state).await;
+            (writer, written)
+        }));
+        Ok(())
+    }
+}
