@@ -130,8 +130,9 @@ pub fn write(r: &Results, dir: &Path) -> String {
         _ => "n/a".into(),
     };
     let eos = find(&r.catch_up, "strait-eos", "catch-up");
+    let floor = find(&r.catch_up, "raw-pipe+header", "catch-up");
     let ratio = format!(
-        "RATIO strait/mm2 throughput={} rss={} latency_p99={} cpu_per_gb={}; strait/raw throughput={} cpu_per_gb={} latency_p99={}; strait-eos/strait throughput={} cpu_per_gb={}",
+        "RATIO strait/mm2 throughput={} rss={} latency_p99={} cpu_per_gb={}; strait/raw throughput={} cpu_per_gb={} latency_p99={}; strait-eos/strait throughput={} cpu_per_gb={}; strait/raw+header throughput={} cpu_per_gb={} latency_p99={}",
         div(strait.map(CatchUp::records_per_s), mm2.map(CatchUp::records_per_s)),
         div(strait.map(|c| c.peak_rss_mb), mm2.map(|c| c.peak_rss_mb)),
         div(lat("strait").map(|l| l.p99_ms as f64), lat("mm2-tuned").map(|l| l.p99_ms as f64)),
@@ -141,6 +142,9 @@ pub fn write(r: &Results, dir: &Path) -> String {
         div(lat("strait").map(|l| l.p99_ms as f64), lat("raw-pipe").map(|l| l.p99_ms as f64)),
         div(eos.map(CatchUp::records_per_s), strait.map(CatchUp::records_per_s)),
         div(eos.map(CatchUp::cpu_per_gb), strait.map(CatchUp::cpu_per_gb)),
+        div(strait.map(CatchUp::records_per_s), floor.map(CatchUp::records_per_s)),
+        div(strait.map(CatchUp::cpu_per_gb), floor.map(CatchUp::cpu_per_gb)),
+        div(lat("strait").map(|l| l.p99_ms as f64), lat("raw-pipe+header").map(|l| l.p99_ms as f64)),
     );
     let _ = writeln!(md, "\n## Ratios (strait against MM2 tuned, uncompressed catch-up)\n\n`{ratio}`\n");
     if let Ok(findings) = std::fs::read_to_string(strait_testkit::repo_root().join("bench/FINDINGS.md")) {
