@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
+use tokio::task::JoinHandle;
 
 use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
 use crate::kafka::{blocking, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT};
@@ -49,7 +51,13 @@ pub struct KafkaSource {
     /// The committed position of each assigned partition, read by [`crate::watch`].
     committed: Committed,
     next_refresh: Instant,
+    /// The source's topic list being fetched for the next refresh, off the poll path: a metadata
+    /// round trip inline would hold up every record arriving meanwhile.
+    listing: Option<JoinHandle<Listed>>,
 }
+
+/// The source's topics, each with its partition count.
+type Listed = Result<Vec<(String, usize)>, KafkaError>;
 
 /// librdkafka settings of the source consumer (and of the position check's reader).
 const CONSUMER_SETTINGS: &[(&str, &str)] = &[
@@ -99,6 +107,7 @@ impl KafkaSource {
             emit_starts: false,
             committed,
             next_refresh: Instant::now(),
+            listing: None,
         };
         let topics = source.refresh().await?;
         tracing::info!(
@@ -188,8 +197,31 @@ impl KafkaSource {
     async fn refresh(&mut self) -> ConnectResult<BTreeSet<String>> {
         self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
         let consumer = self.consumer.clone();
-        let md = blocking(move || topic_partition_counts(consumer.client(), METADATA_TIMEOUT))
-            .await
+        let listed = blocking(move || topic_partition_counts(consumer.client(), METADATA_TIMEOUT)).await;
+        self.assign_listed(listed).await
+    }
+
+    /// Starts listing the source's topics in the background when a refresh is due, and applies
+    /// the list once it arrived. A source that cannot be listed right now keeps replicating what
+    /// it has (logged; tried again at the next refresh).
+    async fn refresh_in_background(&mut self) {
+        if self.listing.is_none() && Instant::now() >= self.next_refresh {
+            self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
+            let consumer = self.consumer.clone();
+            self.listing =
+                Some(tokio::task::spawn_blocking(move || topic_partition_counts(consumer.client(), METADATA_TIMEOUT)));
+        }
+        let Some(listing) = self.listing.take_if(|l| l.is_finished()) else { return };
+        let listed = listing.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        if let Err(e) = self.assign_listed(listed).await {
+            tracing::warn!(flow = %self.flow.name, error = %e, "topic refresh failed; will retry");
+        }
+    }
+
+    /// Assigns the partitions of `listed` (each topic with its partition count) not yet assigned.
+    /// Returns the selected topic names. Errors: the listing's error; start offsets unreadable.
+    async fn assign_listed(&mut self, listed: Listed) -> ConnectResult<BTreeSet<String>> {
+        let md = listed
             .map_err(|e| ConnectError::backend(format!("list topics of source {}", self.flow.source.alias), e))?;
         let mut selected = BTreeSet::new();
         let mut fresh = Vec::new();
@@ -357,12 +389,7 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         max_bytes: usize,
         timeout: Duration,
     ) -> ConnectResult<Vec<ConnectRecord<(), ReplicatedRecord>>> {
-        if Instant::now() >= self.next_refresh {
-            // A source that cannot be listed right now keeps replicating what it has.
-            if let Err(e) = self.refresh().await {
-                tracing::warn!(flow = %self.flow.name, error = %e, "topic refresh failed; will retry");
-            }
-        }
+        self.refresh_in_background().await;
         let starts = if std::mem::take(&mut self.emit_starts) { start_records(&self.unsaved_starts) } else { vec![] };
         // One blocking call per batch: wait up to `timeout` for the first record, then take
         // what is already fetched, without waiting, up to the limits.
