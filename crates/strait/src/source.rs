@@ -333,6 +333,46 @@ impl TopicNames {
     }
 }
 
+/// Records taken from the consumer for one poll.
+struct Drained {
+    records: Vec<ConnectRecord<(), ReplicatedRecord>>,
+    bytes: usize,
+    /// The consumer reported a refusal (missing ACL, refused credentials): no retry helps.
+    denied: Option<KafkaError>,
+}
+
+impl Drained {
+    /// Takes records from `consumer` until `max_records` or `max_bytes` is reached or none is
+    /// left, waiting up to `wait` for the first one.
+    fn drain(
+        &mut self,
+        consumer: &Arc<BaseConsumer>,
+        names: &mut TopicNames,
+        max_records: usize,
+        max_bytes: usize,
+        mut wait: Duration,
+        flow: &str,
+    ) {
+        while self.records.len() < max_records && self.bytes < max_bytes {
+            match consumer.poll(wait) {
+                None => break,
+                Some(Ok(m)) => {
+                    let r = to_record(m, consumer, names);
+                    self.bytes += r.size_bytes;
+                    self.records.push(r);
+                }
+                Some(Err(e)) if e.rdkafka_error_code().is_some_and(is_denied) => {
+                    self.denied = Some(e);
+                    break;
+                }
+                // librdkafka reports transient broker errors here and keeps retrying itself.
+                Some(Err(e)) => tracing::warn!(flow, error = %e, "source consumer error"),
+            }
+            wait = Duration::ZERO;
+        }
+    }
+}
+
 /// No-payload records that carry the start offset of each of `starts` as a position (the
 /// position of a record is its offset + 1, so each stands at the offset before the start).
 fn start_records(starts: &HashMap<(Arc<str>, i32), i64>) -> Vec<ConnectRecord<(), ReplicatedRecord>> {
@@ -391,38 +431,25 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
     ) -> ConnectResult<Vec<ConnectRecord<(), ReplicatedRecord>>> {
         self.refresh_in_background().await;
         let starts = if std::mem::take(&mut self.emit_starts) { start_records(&self.unsaved_starts) } else { vec![] };
-        // One blocking call per batch: wait up to `timeout` for the first record, then take
-        // what is already fetched, without waiting, up to the limits.
-        let consumer = self.consumer.clone();
-        let mut names = std::mem::take(&mut self.names);
-        let flow = self.flow.name.clone();
-        let (out, names, denied) = blocking(move || {
-            let mut out = starts;
-            let mut bytes = 0;
-            let mut wait = timeout;
-            while out.len() < max_records && bytes < max_bytes {
-                match consumer.poll(wait) {
-                    None => break,
-                    Some(Ok(m)) => {
-                        let r = to_record(m, &consumer, &mut names);
-                        bytes += r.size_bytes;
-                        out.push(r);
-                    }
-                    // A missing ACL or refused credentials: no retry helps.
-                    Some(Err(e)) if e.rdkafka_error_code().is_some_and(is_denied) => return (out, names, Some(e)),
-                    // librdkafka reports transient broker errors here and keeps retrying itself.
-                    Some(Err(e)) => tracing::warn!(flow = %flow, error = %e, "source consumer error"),
-                }
-                wait = Duration::ZERO;
-            }
-            (out, names, None)
-        })
-        .await;
-        self.names = names;
-        match denied {
+        // What is already fetched is taken on this thread, without waiting; only when nothing
+        // is, one blocking call waits up to `timeout` for the first record (then takes the rest
+        // the same way): no hand-over to another thread while records flow.
+        let mut batch = Drained { records: starts, bytes: 0, denied: None };
+        batch.drain(&self.consumer, &mut self.names, max_records, max_bytes, Duration::ZERO, &self.flow.name);
+        if batch.records.is_empty() && batch.denied.is_none() {
+            let consumer = self.consumer.clone();
+            let mut names = std::mem::take(&mut self.names);
+            let flow = self.flow.name.clone();
+            (batch, self.names) = blocking(move || {
+                batch.drain(&consumer, &mut names, max_records, max_bytes, timeout, &flow);
+                (batch, names)
+            })
+            .await;
+        }
+        match batch.denied {
             // Records read before the refusal are dropped: they are read again at the next start.
             Some(e) => Err(connect_error(format!("read source cluster {}", self.flow.source.alias), e)),
-            None => Ok(out),
+            None => Ok(batch.records),
         }
     }
 
