@@ -107,7 +107,7 @@ pub fn inspector(bootstrap: &str) -> BaseConsumer {
     ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", "strait-bench").create().expect("consumer")
 }
 
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
@@ -130,9 +130,9 @@ pub fn produce_at_rate(bootstrap: &str, topic: &str, rate: u64, duration: Durati
     total
 }
 
-/// Latencies (ms) of every record of `topic`: its LogAppendTime on the target minus the send time
-/// in its value.
-pub fn latencies(bootstrap: &str, topic: &str, expected: usize) -> Vec<i64> {
+/// Every record of `topic`: (send time in its value, its LogAppendTime on the target minus that
+/// send time), in ms.
+pub fn latencies(bootstrap: &str, topic: &str, expected: usize) -> Vec<(i64, i64)> {
     let c = inspector(bootstrap);
     let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("metadata");
     let mut tpl = TopicPartitionList::new();
@@ -146,7 +146,8 @@ pub fn latencies(bootstrap: &str, topic: &str, expected: usize) -> Vec<i64> {
         let Some(Ok(m)) = c.poll(Duration::from_millis(500)) else { continue };
         if let (Timestamp::LogAppendTime(t), Some(v)) = (m.timestamp(), m.payload()) {
             if v.len() >= 8 {
-                out.push(t - i64::from_be_bytes(v[..8].try_into().expect("8 bytes")));
+                let sent = i64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
+                out.push((sent, t - sent));
             }
         }
     }
@@ -154,14 +155,14 @@ pub fn latencies(bootstrap: &str, topic: &str, expected: usize) -> Vec<i64> {
 }
 
 /// Tails `topic` (`read_committed`) from its start until `expected` records arrived or
-/// `timeout` passed, in a thread; the join handle gives each record's receive time minus the send
-/// time in its value (ms). Start it before producing.
+/// `timeout` passed, in a thread; the join handle gives each record's send time (in its value)
+/// and its receive time minus that send time (ms). Start it before producing.
 pub fn visible_latencies(
     bootstrap: &str,
     topic: &str,
     expected: usize,
     timeout: Duration,
-) -> std::thread::JoinHandle<Vec<i64>> {
+) -> std::thread::JoinHandle<Vec<(i64, i64)>> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "strait-bench-tail")
@@ -182,7 +183,8 @@ pub fn visible_latencies(
         while out.len() < expected && Instant::now() < deadline {
             let Some(Ok(m)) = c.poll(Duration::from_millis(100)) else { continue };
             if let Some(v) = m.payload().filter(|v| v.len() >= 8) {
-                out.push(now_ms() - i64::from_be_bytes(v[..8].try_into().expect("8 bytes")));
+                let sent = i64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
+                out.push((sent, now_ms() - sent));
             }
         }
         out

@@ -54,6 +54,10 @@ pub(crate) fn peak_rss_mb(pid: u32) -> f64 {
     memory_mb(pid, "VmHWM:")
 }
 
+/// How long the steady-state rate runs before its latencies count: the replicator goes from idle
+/// to the rate meanwhile (reported apart, as `ramp_p99_ms`).
+const RAMP: Duration = Duration::from_secs(5);
+
 struct Bench {
     env: Env,
     source: String,
@@ -138,7 +142,8 @@ impl Bench {
         result
     }
 
-    /// Steady state: a fixed-rate producer while `contender` replicates; latency percentiles.
+    /// Steady state: a fixed-rate producer while `contender` replicates; latency percentiles of
+    /// the records sent after the first [`RAMP`], and the p99 of those sent during it.
     fn latency(&mut self, contender: Contender, rate: u64, duration: Duration) -> Latency {
         let tag = self.tag();
         let topic = format!("lat-{tag}");
@@ -156,18 +161,28 @@ impl Bench {
         {
             std::thread::sleep(Duration::from_millis(100));
         }
-        let expected = (rate as f64 * duration.as_secs_f64()) as usize;
+        // The rate starts from idle: records sent in the first RAMP are reported apart, since
+        // a steady state is what follows.
+        let expected = (rate as f64 * (RAMP + duration).as_secs_f64()) as usize;
         let tail =
             load::visible_latencies(&self.target, &target, warmup + expected, duration + Duration::from_secs(120));
-        let sent = load::produce_at_rate(&self.source, &topic, rate, duration);
-        let mut lat = load::latencies(&self.target, &target, warmup + sent);
-        let mut visible = tail.join().unwrap_or_default();
+        let steady_from = load::now_ms() + RAMP.as_millis() as i64;
+        let sent = load::produce_at_rate(&self.source, &topic, rate, RAMP + duration);
+        let appended = load::latencies(&self.target, &target, warmup + sent);
+        let visible = tail.join().unwrap_or_default();
         let rss = peak_rss_mb(pid);
         drop(running);
-        for l in [&mut lat, &mut visible] {
-            l.drain(..warmup.min(l.len()));
-            l.sort_unstable();
-        }
+        let ramp_start = steady_from - RAMP.as_millis() as i64;
+        let split = |l: &[(i64, i64)], from: i64, to: i64| {
+            let mut out: Vec<i64> = l.iter().filter(|(s, _)| (from..to).contains(s)).map(|(_, l)| *l).collect();
+            out.sort_unstable();
+            out
+        };
+        let (lat, visible, ramp) = (
+            split(&appended, steady_from, i64::MAX),
+            split(&visible, steady_from, i64::MAX),
+            split(&appended, ramp_start, steady_from),
+        );
         let pct = |l: &[i64], q: f64| l.get(((l.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(-1);
         let result = Latency {
             contender: contender.name().into(),
@@ -178,6 +193,7 @@ impl Bench {
             max_ms: lat.last().copied().unwrap_or(-1),
             visible_p50_ms: pct(&visible, 0.5),
             visible_p99_ms: pct(&visible, 0.99),
+            ramp_p99_ms: pct(&ramp, 0.99),
             peak_rss_mb: rss,
         };
         eprintln!("{result:?}");
