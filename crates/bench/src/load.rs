@@ -16,6 +16,18 @@ use rdkafka::{Offset, TopicPartitionList};
 /// Record size used by every workload (bytes of value).
 pub const RECORD_BYTES: usize = 512;
 
+/// Deletes `topics` on `bootstrap` (a run's copies, so a full run does not fill the disk).
+pub fn delete_topics(bootstrap: &str, topics: &[String]) {
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin");
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    for r in futures::executor::block_on(admin.delete_topics(&names, &AdminOptions::new())).expect("delete topics") {
+        if let Err((t, e)) = r {
+            eprintln!("could not delete {t}: {e}");
+        }
+    }
+}
+
 /// Creates `topic` with `partitions` and `configs` on `bootstrap`.
 pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
     let admin: AdminClient<DefaultClientContext> =

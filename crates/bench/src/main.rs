@@ -119,6 +119,7 @@ impl Bench {
         let complete =
             expected.iter().all(|((t, p), n)| per_partition.get(&(contender.target_topic(&tag, t), *p)) == Some(n));
         drop(running);
+        load::delete_topics(&self.target, &targets);
         let seconds = first.map_or(f64::NAN, |f| (done - f).as_secs_f64());
         let result = CatchUp {
             contender: contender.name().into(),
@@ -172,6 +173,7 @@ impl Bench {
         let visible = tail.join().unwrap_or_default();
         let rss = peak_rss_mb(pid);
         drop(running);
+        load::delete_topics(&self.target, std::slice::from_ref(&target));
         let ramp_start = steady_from - RAMP.as_millis() as i64;
         let split = |l: &[(i64, i64)], from: i64, to: i64| {
             let mut out: Vec<i64> = l.iter().filter(|(s, _)| (from..to).contains(s)).map(|(_, l)| *l).collect();
