@@ -60,7 +60,7 @@ pub struct KafkaSource {
 type Listed = Result<Vec<(String, usize)>, KafkaError>;
 
 /// librdkafka settings of the source consumer (and of the position check's reader).
-const CONSUMER_SETTINGS: &[(&str, &str)] = &[
+pub const CONSUMER_SETTINGS: &[(&str, &str)] = &[
     ("enable.auto.commit", "false"),
     ("enable.auto.offset.store", "false"),
     ("auto.offset.reset", "earliest"),

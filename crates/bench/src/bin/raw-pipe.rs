@@ -26,18 +26,6 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 const CONSUMER: &[(&str, &str)] =
     &[("enable.auto.commit", "false"), ("fetch.wait.max.ms", "100"), ("queued.max.messages.kbytes", "65536")];
 
-/// Strait's source consumer settings (`strait::source`, one slot).
-const CONSUMER_AS_STRAIT: &[(&str, &str)] = &[
-    ("enable.auto.commit", "false"),
-    ("enable.auto.offset.store", "false"),
-    ("isolation.level", "read_committed"),
-    ("enable.partition.eof", "false"),
-    ("fetch.wait.max.ms", "100"),
-    ("queued.max.messages.kbytes", "8192"),
-    ("queued.min.messages", "20000"),
-    ("fetch.queue.backoff.ms", "10"),
-];
-
 const PRODUCER: &[(&str, &str)] = &[
     ("enable.idempotence", "true"),
     ("acks", "all"),
@@ -46,23 +34,17 @@ const PRODUCER: &[(&str, &str)] = &[
     ("queue.buffering.max.kbytes", "131072"),
 ];
 
-/// Strait's at-least-once record producer settings (`strait::sink`, one slot).
-const PRODUCER_AS_STRAIT: &[(&str, &str)] = &[
-    ("enable.idempotence", "true"),
-    ("acks", "all"),
-    ("linger.ms", "5"),
-    ("batch.size", "1000000"),
-    ("compression.type", "none"),
-    ("message.max.bytes", "104857600"),
-    ("queue.buffering.max.kbytes", "32768"),
-    ("enable.gapless.guarantee", "true"),
-    ("message.timeout.ms", "300000"),
-];
+/// Strait's at-least-once record producer settings beyond `strait::sink`'s own lists: the
+/// producer queue of a flow with one slot.
+const PRODUCER_QUEUE_AS_STRAIT: &[(&str, &str)] = &[("queue.buffering.max.kbytes", "32768")];
 
-fn config(bootstrap: &str, settings: &[(&str, &str)]) -> ClientConfig {
+/// librdkafka settings, as lists applied in order.
+type Settings<'a> = &'a [&'a [(&'a str, &'a str)]];
+
+fn config(bootstrap: &str, settings: Settings<'_>) -> ClientConfig {
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", bootstrap);
-    for (k, v) in settings {
+    for (k, v) in settings.iter().copied().flatten() {
         config.set(*k, *v);
     }
     config
@@ -79,7 +61,14 @@ fn main() {
         std::process::exit(2);
     }
     let (source, target, prefix, topics) = (&args[0], &args[1], &args[2], &args[3..]);
-    let (consumer, producer) = if as_strait { (CONSUMER_AS_STRAIT, PRODUCER_AS_STRAIT) } else { (CONSUMER, PRODUCER) };
+    let (consumer, producer): (Settings, Settings) = if as_strait {
+        (
+            &[strait::source::CONSUMER_SETTINGS],
+            &[strait::sink::PRODUCER_SETTINGS, strait::sink::AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_AS_STRAIT],
+        )
+    } else {
+        (&[CONSUMER], &[PRODUCER])
+    };
     let consumer: BaseConsumer = config(source, consumer).set("group.id", "raw-pipe").create().expect("consumer");
     let producer: ThreadedProducer<DefaultProducerContext> = config(target, producer).create().expect("producer");
     let md = consumer.fetch_metadata(None, Duration::from_secs(10)).expect("metadata");

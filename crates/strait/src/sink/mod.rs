@@ -37,7 +37,7 @@ use topics::TopicRouter;
 
 /// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
 /// duplicates across retries; CreateTime timestamps are set per record.
-const PRODUCER_SETTINGS: &[(&str, &str)] = &[
+pub const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("enable.idempotence", "true"),
     ("acks", "all"),
     ("linger.ms", "5"),
@@ -49,7 +49,7 @@ const PRODUCER_SETTINGS: &[(&str, &str)] = &[
 ];
 
 /// Added in at-least-once mode.
-const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
+pub const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
     // A batch that fails for good (say, too large for the target) stops the producer instead of
     // letting later batches of the partition through: no gap, no reordering on the target.
     // (Transactions get the same from aborting the batch.)
