@@ -21,7 +21,8 @@ pub enum Contender {
     /// `raw-pipe`: consume → produce, nothing else.
     Raw,
     /// `raw-pipe --as-strait`: the same pipe asking of librdkafka what Strait asks: Strait's client
-    /// settings and its loop guard's header on every record. What the client library costs.
+    /// settings, each record's headers read and written on, and its loop guard's header added.
+    /// What the client library costs.
     RawHeader,
 }
 

@@ -395,6 +395,9 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         let loop_guard_dropped = self.stats.loop_guard_dropped.clone();
         let (syncs, stats) = (&mut self.syncs, &mut self.stats);
         let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
+        if let Err(failed) = self.service.take_received_acks(&mut on_ack) {
+            return Err(self.stop_on(failed).await);
+        }
         let mut previous: Option<(Arc<str>, i32, i64, Option<i64>)> = None;
         for mut record in batch {
             let Some(ReplicatedRecord { topic, partition, offset, body }) = record.value.take() else { continue };

@@ -3,24 +3,57 @@
 //! runs its transactions.
 //!
 //! Acks come from librdkafka's delivery callback (on the producer's polling thread) tagged with a
-//! sequence number, not a future per record: no allocation per record beyond librdkafka's copy.
+//! sequence number, not a future per record, and are appended to a list the sink swaps out
+//! whole: per record, one push under a lock nobody else holds for long, no allocation and no
+//! wake-up unless the sink is waiting.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use crate::config::ClusterConfig;
 use crate::kafka::blocking;
 
-/// Sends each delivery report (sequence number, downstream offset or error) to the sink.
+/// A delivery report: the record's sequence number and its downstream offset or error.
+type Ack = (usize, Result<i64, KafkaError>);
+
+/// Delivery reports not yet taken by the sink, in arrival order.
+#[derive(Default)]
+struct Acks {
+    received: Mutex<Vec<Ack>>,
+    /// The sink is waiting for a report: the callback wakes it.
+    waiting: AtomicBool,
+    arrived: Notify,
+}
+
+impl Acks {
+    fn received(&self) -> MutexGuard<'_, Vec<Ack>> {
+        // Nothing panics while holding the lock; a poisoned list is still whole.
+        self.received.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until a report may have arrived (it may also return early: callers check again).
+    async fn arrival(&self) {
+        let notified = self.arrived.notified();
+        self.waiting.store(true, Ordering::SeqCst);
+        // A report pushed before `waiting` was set is seen here; one pushed after sees `waiting`.
+        if self.received().is_empty() {
+            notified.await;
+        }
+        self.waiting.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Appends each delivery report to [`Acks`].
 pub struct AckContext {
-    acks: mpsc::UnboundedSender<(usize, Result<i64, KafkaError>)>,
+    acks: Arc<Acks>,
 }
 
 impl ClientContext for AckContext {}
@@ -33,8 +66,10 @@ impl ProducerContext for AckContext {
             Ok(m) => Ok(m.offset()),
             Err((e, _)) => Err(e.clone()),
         };
-        // The receiver only goes away with the sink, after which acks no longer matter.
-        let _ = self.acks.send((seq, outcome));
+        self.acks.received().push((seq, outcome));
+        if self.acks.waiting.load(Ordering::SeqCst) {
+            self.acks.arrived.notify_one();
+        }
     }
 }
 
@@ -62,7 +97,9 @@ fn own_fault(e: &KafkaError) -> bool {
 /// Producer plus the records in flight, in produce order.
 pub struct ProduceService<M> {
     producer: Arc<DataProducer>,
-    acks: mpsc::UnboundedReceiver<(usize, Result<i64, KafkaError>)>,
+    acks: Arc<Acks>,
+    /// Reports taken from `acks`, not yet matched to their records.
+    taken: VecDeque<Ack>,
     /// Records in flight; `in_flight[0]` has sequence number `first_seq`.
     in_flight: VecDeque<Pending<M>>,
     first_seq: usize,
@@ -76,9 +113,16 @@ pub type Failed<M> = (M, KafkaError);
 impl<M> ProduceService<M> {
     /// A producer for `cluster` with `settings` (cluster overrides win). Errors: invalid config.
     pub fn new(cluster: &ClusterConfig, settings: &[(&str, &str)]) -> Result<Self, KafkaError> {
-        let (tx, acks) = mpsc::unbounded_channel();
-        let producer = cluster.client_config(settings).create_with_context(AckContext { acks: tx })?;
-        Ok(Self { producer: Arc::new(producer), acks, in_flight: VecDeque::new(), first_seq: 0, failures: 0 })
+        let acks = Arc::new(Acks::default());
+        let producer = cluster.client_config(settings).create_with_context(AckContext { acks: acks.clone() })?;
+        Ok(Self {
+            producer: Arc::new(producer),
+            acks,
+            taken: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            first_seq: 0,
+            failures: 0,
+        })
     }
 
     /// The producer, for metadata checks.
@@ -162,31 +206,62 @@ impl<M> ProduceService<M> {
     /// in flight fails, so the others' outcomes are awaited to find it.
     pub async fn wait_acks(&mut self, remaining: usize, on_ack: &mut impl FnMut(M, i64)) -> Result<(), Failed<M>> {
         while self.in_flight.len() > remaining {
-            let Some((seq, outcome)) = self.acks.recv().await else {
-                return Err(self.fail_front(KafkaError::Canceled));
-            };
-            // An ack of a record already given up on (after a failure) is ignored.
-            let Some(index) = seq.checked_sub(self.first_seq).filter(|i| *i < self.in_flight.len()) else { continue };
-            match outcome {
-                Ok(offset) => self.in_flight[index].downstream = Some(offset),
-                Err(e) => {
-                    let own = own_fault(&e);
-                    self.in_flight[index].failed = Some(e);
-                    self.failures += 1;
-                    if own {
-                        return Err(self.report_failure(on_ack));
-                    }
-                }
+            match self.next_ack() {
+                Some((seq, outcome)) => self.take_ack(seq, outcome, on_ack)?,
+                None => self.acks.arrival().await,
             }
-            if self.failures > 0 {
-                if self.in_flight.iter().all(|p| p.downstream.is_some() || p.failed.is_some()) {
+        }
+        Ok(())
+    }
+
+    /// Takes the acks already received, without waiting, like [`Self::wait_acks`]: called as
+    /// records are sent, it keeps the records in flight few, so their bookkeeping stays in the
+    /// CPU's cache. Errors: as [`Self::wait_acks`].
+    pub fn take_received_acks(&mut self, on_ack: &mut impl FnMut(M, i64)) -> Result<(), Failed<M>> {
+        while let Some((seq, outcome)) = self.next_ack() {
+            self.take_ack(seq, outcome, on_ack)?;
+        }
+        Ok(())
+    }
+
+    /// The oldest report not yet matched; when none is taken, swaps in every report received
+    /// (the two lists trade their allocations).
+    fn next_ack(&mut self) -> Option<Ack> {
+        if self.taken.is_empty() {
+            let mut list = Vec::from(std::mem::take(&mut self.taken));
+            std::mem::swap(&mut list, &mut *self.acks.received());
+            self.taken = list.into();
+        }
+        self.taken.pop_front()
+    }
+
+    fn take_ack(
+        &mut self,
+        seq: usize,
+        outcome: Result<i64, KafkaError>,
+        on_ack: &mut impl FnMut(M, i64),
+    ) -> Result<(), Failed<M>> {
+        // An ack of a record already given up on (after a failure) is ignored.
+        let Some(index) = seq.checked_sub(self.first_seq).filter(|i| *i < self.in_flight.len()) else { return Ok(()) };
+        match outcome {
+            Ok(offset) => self.in_flight[index].downstream = Some(offset),
+            Err(e) => {
+                let own = own_fault(&e);
+                self.in_flight[index].failed = Some(e);
+                self.failures += 1;
+                if own {
                     return Err(self.report_failure(on_ack));
                 }
-                continue;
             }
-            while self.in_flight.front().is_some_and(|p| p.downstream.is_some()) {
-                self.pop_acked(on_ack);
+        }
+        if self.failures > 0 {
+            if self.in_flight.iter().all(|p| p.downstream.is_some() || p.failed.is_some()) {
+                return Err(self.report_failure(on_ack));
             }
+            return Ok(());
+        }
+        while self.in_flight.front().is_some_and(|p| p.downstream.is_some()) {
+            self.pop_acked(on_ack);
         }
         Ok(())
     }
@@ -216,11 +291,5 @@ impl<M> ProduceService<M> {
                 on_ack(p.meta, offset);
             }
         }
-    }
-
-    fn fail_front(&mut self, e: KafkaError) -> Failed<M> {
-        let p = self.in_flight.pop_front().expect("a record is in flight");
-        self.first_seq += 1;
-        (p.meta, e)
     }
 }
