@@ -29,7 +29,8 @@ pub struct RuntimeConfig {
     /// Longest single wait for records inside [`Source::poll`]. Default 100 ms.
     pub poll_timeout: Duration,
     /// Most bytes taken from the source per poll (the batch is filled by several polls), so the
-    /// records held between poll and put stay few whatever the batch size. Default 2 MiB.
+    /// records held between poll and put stay few whatever the batch size: few enough to still
+    /// be in the CPU's cache when put. Default 512 KiB.
     pub max_poll_bytes: usize,
     /// First wait before retrying an aborted batch; doubled per consecutive failure. Default 500 ms.
     pub retry_backoff: Duration,
@@ -44,7 +45,7 @@ impl Default for RuntimeConfig {
             max_batch_bytes: 64 << 20,
             max_batch_wait: Duration::from_secs(1),
             poll_timeout: Duration::from_millis(100),
-            max_poll_bytes: 2 << 20,
+            max_poll_bytes: 512 << 10,
             retry_backoff: Duration::from_millis(500),
             max_retry_backoff: Duration::from_secs(15),
         }
