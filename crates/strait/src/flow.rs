@@ -313,7 +313,7 @@ async fn with_backoff<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>
 }
 
 /// Starts the checkpoint task (retrying with backoff until the target answers) and runs it.
-async fn run_checkpoints(flow: Arc<Flow>, producer: rdkafka::producer::FutureProducer, cancel: CancellationToken) {
+async fn run_checkpoints(flow: Arc<Flow>, producer: crate::kafka::ControlProducer, cancel: CancellationToken) {
     let started = with_backoff(
         &flow,
         "checkpoints",

@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectResult};
+use tokio::sync::oneshot;
 
 use crate::config::ClusterConfig;
+use crate::producer::PolledProducer;
 
 /// Longest wait for a metadata or watermark answer.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,23 +28,48 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     }
 }
 
+/// Delivery reports of control records, each sent to the [`Ack`] its [`enqueue`] returned.
+pub struct ControlAcks;
+
+impl ClientContext for ControlAcks {}
+
+impl ProducerContext for ControlAcks {
+    type DeliveryOpaque = Box<oneshot::Sender<Result<i64, KafkaError>>>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, ack: Self::DeliveryOpaque) {
+        // Nobody awaiting the ack any more is fine: the record was written all the same.
+        let _ = ack.send(match result {
+            Ok(m) => Ok(m.offset()),
+            Err((e, _)) => Err(e.clone()),
+        });
+    }
+}
+
+/// A producer of small control records (heartbeats, checkpoints, offset syncs on the source),
+/// shared by the flow's tasks.
+pub type ControlProducer = Arc<PolledProducer<ControlAcks>>;
+
+/// The outcome of an [`enqueue`]d record: its offset, or the produce error.
+pub type Ack = oneshot::Receiver<Result<i64, KafkaError>>;
+
 /// The producer heartbeats and checkpoints of a flow share: idempotent, acks=all.
 /// Errors: invalid client config.
-pub fn control_producer(target: &ClusterConfig) -> Result<FutureProducer, KafkaError> {
-    target.client_config(&[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5")]).create()
+pub fn control_producer(target: &ClusterConfig) -> Result<ControlProducer, KafkaError> {
+    let config = target.client_config(&[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5")]);
+    PolledProducer::new(&config, ControlAcks).map(Arc::new)
 }
 
 /// Queues `record` on `producer`, sleeping briefly while librdkafka's queue is full, and returns
-/// its ack future. For small control records (heartbeats, checkpoints, offset syncs on the
+/// its [`Ack`]. For small control records (heartbeats, checkpoints, offset syncs on the
 /// source); the data path applies its own backpressure. Errors: the produce error for anything
 /// but a full queue.
-pub async fn enqueue(
-    producer: &FutureProducer,
-    mut record: FutureRecord<'_, [u8], [u8]>,
-) -> Result<DeliveryFuture, KafkaError> {
+pub async fn enqueue(producer: &ControlProducer, record: BaseRecord<'_, [u8], [u8]>) -> Result<Ack, KafkaError> {
+    let (tx, ack) = oneshot::channel();
+    let BaseRecord { topic, partition, payload, key, timestamp, headers, .. } = record;
+    let mut record = BaseRecord { topic, partition, payload, key, timestamp, headers, delivery_opaque: Box::new(tx) };
     loop {
-        match producer.send_result(record) {
-            Ok(ack) => return Ok(ack),
+        match producer.send(record) {
+            Ok(()) => return Ok(ack),
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                 record = back;
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -52,13 +79,9 @@ pub async fn enqueue(
     }
 }
 
-/// Awaits an ack from [`enqueue`]; the downstream offset on success.
-pub async fn acked(ack: DeliveryFuture) -> Result<i64, KafkaError> {
-    match ack.await {
-        Ok(Ok(d)) => Ok(d.offset),
-        Ok(Err((e, _))) => Err(e),
-        Err(_) => Err(KafkaError::Canceled),
-    }
+/// Awaits an [`Ack`] from [`enqueue`]; the downstream offset on success.
+pub async fn acked(ack: Ack) -> Result<i64, KafkaError> {
+    ack.await.unwrap_or(Err(KafkaError::Canceled))
 }
 
 /// Every topic of the cluster `client` talks to with its partition count (partitions are
@@ -152,7 +175,7 @@ pub async fn cluster_id(cluster: &ClusterConfig) -> ConnectResult<String> {
 /// record produced right after creating the topic (or adding partitions) is not refused as
 /// "unknown partition". Errors after `timeout`.
 pub async fn await_producer_metadata<C>(
-    producer: &Arc<ThreadedProducer<C>>,
+    producer: &Arc<PolledProducer<C>>,
     topic: &str,
     partitions: usize,
     timeout: Duration,

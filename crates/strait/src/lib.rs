@@ -21,6 +21,7 @@ pub mod kafka;
 pub mod metrics;
 pub mod mm2_offsets;
 pub mod positions;
+pub mod producer;
 pub mod record;
 pub mod residency;
 pub mod rules;

@@ -18,8 +18,9 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext};
 use rdkafka::{Offset, TopicPartitionList};
+use strait::producer::PolledProducer;
 
 /// The allocator Strait runs with (see its `main.rs`), so the pipe stays the floor of the same
 /// process setup.
@@ -73,7 +74,8 @@ fn main() {
         (&[CONSUMER], &[PRODUCER])
     };
     let consumer: BaseConsumer = config(source, consumer).set("group.id", "raw-pipe").create().expect("consumer");
-    let producer: ThreadedProducer<DefaultProducerContext> = config(target, producer).create().expect("producer");
+    // Strait's producer wrapper: delivery reports served without `ThreadedProducer`'s busy wait.
+    let producer = PolledProducer::new(&config(target, producer), DefaultProducerContext).expect("producer");
     let md = consumer.fetch_metadata(None, Duration::from_secs(10)).expect("metadata");
     let mut tpl = TopicPartitionList::new();
     for t in md.topics().iter().filter(|t| topics.iter().any(|n| n == t.name())) {

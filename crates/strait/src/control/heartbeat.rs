@@ -8,18 +8,18 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rdkafka::error::KafkaError;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::BaseRecord;
 use strait_mm2::{Heartbeat, HEARTBEATS_TOPIC};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::Admin;
 use crate::config::Flow;
-use crate::kafka::{acked, enqueue};
+use crate::kafka::{acked, enqueue, ControlProducer};
 
 /// Writes heartbeats for `flow` with `producer` until `cancel`. The topic (one partition,
 /// compacted, as MM2 creates it) is ensured first; failures are logged and retried at the next tick.
-pub async fn run_heartbeats(flow: Arc<Flow>, producer: FutureProducer, cancel: CancellationToken) {
+pub async fn run_heartbeats(flow: Arc<Flow>, producer: ControlProducer, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(flow.emit_heartbeats_interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut topic_ready = false;
@@ -34,7 +34,7 @@ pub async fn run_heartbeats(flow: Arc<Flow>, producer: FutureProducer, cancel: C
     }
 }
 
-async fn beat(flow: &Flow, producer: &FutureProducer, topic_ready: &mut bool) -> Result<(), KafkaError> {
+async fn beat(flow: &Flow, producer: &ControlProducer, topic_ready: &mut bool) -> Result<(), KafkaError> {
     if !*topic_ready {
         Admin::new(&flow.target)?.create_state_topic(HEARTBEATS_TOPIC, flow.replication_factor).await?;
         *topic_ready = true;
@@ -47,6 +47,6 @@ async fn beat(flow: &Flow, producer: &FutureProducer, topic_ready: &mut bool) ->
     };
     let (key, value) = (hb.encode_key(), hb.encode_value());
     let ack =
-        enqueue(producer, FutureRecord::to(HEARTBEATS_TOPIC).partition(0).key(&key[..]).payload(&value[..])).await?;
+        enqueue(producer, BaseRecord::to(HEARTBEATS_TOPIC).partition(0).key(&key[..]).payload(&value[..])).await?;
     acked(ack).await.map(|_| ())
 }

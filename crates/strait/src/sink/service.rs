@@ -15,11 +15,12 @@ use std::time::Duration;
 use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext};
 use tokio::sync::Notify;
 
 use crate::config::ClusterConfig;
 use crate::kafka::blocking;
+use crate::producer::PolledProducer;
 
 /// A delivery report: the record's sequence number and its downstream offset or error.
 type Ack = (usize, Result<i64, KafkaError>);
@@ -75,7 +76,7 @@ impl ProducerContext for AckContext {
 
 /// The target producer (idempotent, acks=all, polled by its own thread; transactional in
 /// exactly-once mode).
-pub type DataProducer = ThreadedProducer<AckContext>;
+pub type DataProducer = PolledProducer<AckContext>;
 
 /// A produced record awaiting its ack, as the caller described it.
 struct Pending<M> {
@@ -114,7 +115,7 @@ impl<M> ProduceService<M> {
     /// A producer for `cluster` with `settings` (cluster overrides win). Errors: invalid config.
     pub fn new(cluster: &ClusterConfig, settings: &[(&str, &str)]) -> Result<Self, KafkaError> {
         let acks = Arc::new(Acks::default());
-        let producer = cluster.client_config(settings).create_with_context(AckContext { acks: acks.clone() })?;
+        let producer = PolledProducer::new(&cluster.client_config(settings), AckContext { acks: acks.clone() })?;
         Ok(Self {
             producer: Arc::new(producer),
             acks,

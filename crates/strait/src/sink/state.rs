@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
 use tokio::task::JoinHandle;
@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use super::service::{DataProducer, Failed, ProduceService};
 use super::InFlight;
 use crate::config::Flow;
-use crate::kafka::{acked, enqueue};
+use crate::kafka::{acked, enqueue, ControlProducer};
 use crate::positions::POSITIONS_TOPIC;
 
 /// First and longest wait between attempts of a retriable transactional call.
@@ -119,7 +119,7 @@ pub async fn transaction_call(
 pub struct StateWriter {
     service: ProduceService<InFlight>,
     /// Producer for offset syncs kept on the source cluster (KIP-716 `source`).
-    source_syncs: Option<FutureProducer>,
+    source_syncs: Option<ControlProducer>,
     flow: Arc<Flow>,
     slot: u32,
     syncs_topic: String,
@@ -132,7 +132,7 @@ impl StateWriter {
     /// syncs live on the source cluster.
     pub fn new(
         service: ProduceService<InFlight>,
-        source_syncs: Option<FutureProducer>,
+        source_syncs: Option<ControlProducer>,
         flow: Arc<Flow>,
         slot: u32,
         syncs_topic: String,
@@ -178,14 +178,14 @@ impl StateWriter {
 
 /// Writes offset syncs to the source cluster and waits for their acks (KIP-716 `source`).
 async fn write_to_source(
-    producer: &FutureProducer,
+    producer: &ControlProducer,
     syncs_topic: &str,
     syncs: &[OffsetSync],
 ) -> Result<(), (InFlight, KafkaError)> {
     let mut acks = Vec::with_capacity(syncs.len());
     for sync in syncs {
         let (key, value) = (sync.encode_key(), sync.encode_value());
-        let record = FutureRecord::to(syncs_topic).partition(0).key(&key[..]).payload(&value[..]);
+        let record = BaseRecord::to(syncs_topic).partition(0).key(&key[..]).payload(&value[..]);
         acks.push(enqueue(producer, record).await);
     }
     for (sync, ack) in syncs.iter().zip(acks) {

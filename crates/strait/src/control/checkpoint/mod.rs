@@ -11,14 +11,14 @@ use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
 use rdkafka::error::KafkaError;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::BaseRecord;
 use strait_mm2::{should_emit_checkpoint, Checkpoint, DownstreamOffset, UpstreamOffset};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::Admin;
 use crate::config::Flow;
-use crate::kafka::{acked, enqueue, read_to_end};
+use crate::kafka::{acked, enqueue, read_to_end, ControlProducer};
 use crate::metrics::metrics;
 use groups::GroupClient;
 use translate::{Translation, Translator};
@@ -32,7 +32,7 @@ pub struct CheckpointTask {
     translator: Translator,
     source_groups: GroupClient,
     target_groups: GroupClient,
-    producer: FutureProducer,
+    producer: ControlProducer,
     topic: String,
     emitted: Emitted,
     groups: Vec<String>,
@@ -51,7 +51,7 @@ impl CheckpointTask {
     /// checkpoint per (group, topic, partition) from it, so a restart never emits a rewind.
     /// Checkpoints are written with `producer`, the flow's control producer.
     /// Errors: the target cannot be reached or the topic cannot be created or read.
-    pub async fn start(flow: Arc<Flow>, producer: FutureProducer) -> Result<Self, KafkaError> {
+    pub async fn start(flow: Arc<Flow>, producer: ControlProducer) -> Result<Self, KafkaError> {
         let topic = flow.policy.checkpoints_topic(&flow.source.alias);
         Admin::new(&flow.target)?.create_state_topic(&topic, flow.replication_factor).await?;
         let mut emitted = Emitted::new();
@@ -178,7 +178,7 @@ impl CheckpointTask {
         let mut acks = Vec::with_capacity(records.len());
         for (_, _, key, value) in &records {
             acks.push(
-                enqueue(&self.producer, FutureRecord::to(&self.topic).partition(0).key(&key[..]).payload(&value[..]))
+                enqueue(&self.producer, BaseRecord::to(&self.topic).partition(0).key(&key[..]).payload(&value[..]))
                     .await?,
             );
         }
