@@ -13,7 +13,7 @@ use strait_connect::{ConnectError, ConnectResult};
 use tokio::sync::oneshot;
 
 use crate::config::ClusterConfig;
-use crate::producer::PolledProducer;
+use crate::producer::{delivery_outcome, PolledProducer};
 
 /// Longest wait for a metadata or watermark answer.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -22,10 +22,12 @@ const READ_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs blocking librdkafka calls (metadata, watermarks, transactions) off the async workers.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(v) => v,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
+    joined(tokio::task::spawn_blocking(f)).await
+}
+
+/// The value of a spawned `task`, once it ends; a panic of the task goes on in the caller.
+pub async fn joined<T>(task: tokio::task::JoinHandle<T>) -> T {
+    task.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
 /// Delivery reports of control records, each sent to the [`Ack`] its [`enqueue`] returned.
@@ -38,10 +40,7 @@ impl ProducerContext for ControlAcks {
 
     fn delivery(&self, result: &DeliveryResult<'_>, ack: Self::DeliveryOpaque) {
         // Nobody awaiting the ack any more is fine: the record was written all the same.
-        let _ = ack.send(match result {
-            Ok(m) => Ok(m.offset()),
-            Err((e, _)) => Err(e.clone()),
-        });
+        let _ = ack.send(delivery_outcome(result));
     }
 }
 

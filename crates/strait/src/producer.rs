@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use rdkafka::config::{ClientConfig, FromClientConfigAndContext};
 use rdkafka::error::{KafkaError, KafkaResult};
-use rdkafka::producer::{BaseProducer, ProducerContext};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, DeliveryResult, ProducerContext};
 
 /// One polling round: `ThreadedProducer`'s 100 ms, plus 50 µs, which the kernel's default timer
 /// slack (50 µs) makes the whole-millisecond wait overshoot.
@@ -44,6 +45,14 @@ impl<C: ProducerContext + 'static> PolledProducer<C> {
                 .map_err(|e| KafkaError::ClientCreation(format!("producer polling thread: {e}")))?
         };
         Ok(Self { producer, stop, poller: Some(poller) })
+    }
+}
+
+/// A delivery report as the record's downstream offset, or its produce error.
+pub fn delivery_outcome(result: &DeliveryResult<'_>) -> Result<i64, KafkaError> {
+    match result {
+        Ok(m) => Ok(m.offset()),
+        Err((e, _)) => Err(e.clone()),
     }
 }
 

@@ -21,7 +21,7 @@ use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source,
 use tokio::task::JoinHandle;
 
 use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
-use crate::kafka::{blocking, connect_error, is_denied, topic_partition_counts, METADATA_TIMEOUT};
+use crate::kafka::{blocking, connect_error, is_denied, joined, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
 use crate::record::{Body, KafkaMessage, ReplicatedRecord};
 use crate::slots::slot_of;
@@ -195,10 +195,16 @@ impl KafkaSource {
     /// Lists the source's topics and assigns partitions not yet assigned. Returns the selected
     /// topic names.
     async fn refresh(&mut self) -> ConnectResult<BTreeSet<String>> {
+        let listed = joined(self.list_topics()).await;
+        self.assign_listed(listed).await
+    }
+
+    /// Starts listing the source's topics on a blocking thread; the next refresh is due one
+    /// `refresh_topics_interval_ms` from now.
+    fn list_topics(&mut self) -> JoinHandle<Listed> {
         self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
         let consumer = self.consumer.clone();
-        let listed = blocking(move || topic_partition_counts(consumer.client(), METADATA_TIMEOUT)).await;
-        self.assign_listed(listed).await
+        tokio::task::spawn_blocking(move || topic_partition_counts(consumer.client(), METADATA_TIMEOUT))
     }
 
     /// Starts listing the source's topics in the background when a refresh is due, and applies
@@ -206,13 +212,10 @@ impl KafkaSource {
     /// it has (logged; tried again at the next refresh).
     async fn refresh_in_background(&mut self) {
         if self.listing.is_none() && Instant::now() >= self.next_refresh {
-            self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
-            let consumer = self.consumer.clone();
-            self.listing =
-                Some(tokio::task::spawn_blocking(move || topic_partition_counts(consumer.client(), METADATA_TIMEOUT)));
+            self.listing = Some(self.list_topics());
         }
         let Some(listing) = self.listing.take_if(|l| l.is_finished()) else { return };
-        let listed = listing.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        let listed = joined(listing).await;
         if let Err(e) = self.assign_listed(listed).await {
             tracing::warn!(flow = %self.flow.name, error = %e, "topic refresh failed; will retry");
         }

@@ -14,13 +14,12 @@ use std::time::Duration;
 
 use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext};
 use tokio::sync::Notify;
 
 use crate::config::ClusterConfig;
 use crate::kafka::blocking;
-use crate::producer::PolledProducer;
+use crate::producer::{delivery_outcome, PolledProducer};
 
 /// A delivery report: the record's sequence number and its downstream offset or error.
 type Ack = (usize, Result<i64, KafkaError>);
@@ -63,11 +62,7 @@ impl ProducerContext for AckContext {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, seq: usize) {
-        let outcome = match result {
-            Ok(m) => Ok(m.offset()),
-            Err((e, _)) => Err(e.clone()),
-        };
-        self.acks.received().push((seq, outcome));
+        self.acks.received().push((seq, delivery_outcome(result)));
         if self.acks.waiting.load(Ordering::SeqCst) {
             self.acks.arrived.notify_one();
         }

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use super::service::{DataProducer, Failed, ProduceService};
 use super::InFlight;
 use crate::config::Flow;
-use crate::kafka::{acked, enqueue, ControlProducer};
+use crate::kafka::{acked, enqueue, joined, ControlProducer};
 use crate::positions::POSITIONS_TOPIC;
 
 /// First and longest wait between attempts of a retriable transactional call.
@@ -212,7 +212,7 @@ impl StateTask {
     /// The writer, once the write under way (if any) is done. Errors: that write's error.
     pub async fn ready(&mut self) -> ConnectResult<&mut StateWriter> {
         if let Some(task) = self.busy.take() {
-            let (writer, written) = task.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            let (writer, written) = joined(task).await;
             self.idle = Some(writer);
             written?;
         }
