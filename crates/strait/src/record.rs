@@ -6,23 +6,11 @@ use std::sync::Arc;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::message::{BorrowedMessage, Message};
 
-/// A source record as it travels to the target: where it was and its Kafka key and value.
-/// Headers and the timestamp travel in the [`strait_connect::ConnectRecord`] around it.
+/// Key and value of a source record as it travels to the target. Where it was (source topic,
+/// partition, upstream offset) is the [`strait_connect::ConnectRecord`]'s `source_offset`; headers
+/// and the timestamp travel in that record too.
 #[derive(Debug)]
-pub struct ReplicatedRecord {
-    /// Source topic.
-    pub topic: Arc<str>,
-    /// Source partition (the target partition is the same number).
-    pub partition: i32,
-    /// Upstream offset.
-    pub offset: i64,
-    /// Key and value bytes.
-    pub body: Body,
-}
-
-/// Key and value bytes of a record.
-#[derive(Debug)]
-pub enum Body {
+pub enum ReplicatedRecord {
     /// Bytes of their own (records built by hand).
     Owned {
         /// `None` for a null key.
@@ -35,20 +23,20 @@ pub enum Body {
     Kafka(KafkaMessage),
 }
 
-impl Body {
+impl ReplicatedRecord {
     /// Key bytes; `None` for a null key.
     pub fn key(&self) -> Option<&[u8]> {
         match self {
-            Body::Owned { key, .. } => key.as_deref(),
-            Body::Kafka(m) => m.message.key(),
+            ReplicatedRecord::Owned { key, .. } => key.as_deref(),
+            ReplicatedRecord::Kafka(m) => m.message.key(),
         }
     }
 
     /// Value bytes; `None` for a tombstone.
     pub fn value(&self) -> Option<&[u8]> {
         match self {
-            Body::Owned { value, .. } => value.as_deref(),
-            Body::Kafka(m) => m.message.payload(),
+            ReplicatedRecord::Owned { value, .. } => value.as_deref(),
+            ReplicatedRecord::Kafka(m) => m.message.payload(),
         }
     }
 }

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
 use crate::kafka::{blocking, connect_error, is_denied, joined, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
-use crate::record::{Body, KafkaMessage, ReplicatedRecord};
+use crate::record::{KafkaMessage, ReplicatedRecord};
 use crate::slots::slot_of;
 use crate::watch::Committed;
 
@@ -411,12 +411,7 @@ fn to_record(
     let (partition, offset, timestamp_ms) = (m.partition(), m.offset(), m.timestamp().to_millis());
     ConnectRecord {
         key: None,
-        value: Some(ReplicatedRecord {
-            topic: topic.clone(),
-            partition,
-            offset,
-            body: Body::Kafka(KafkaMessage::new(m, consumer.clone())),
-        }),
+        value: Some(ReplicatedRecord::Kafka(KafkaMessage::new(m, consumer.clone()))),
         timestamp_ms,
         headers,
         source_offset: SourceOffset { topic, partition, offset },

@@ -399,19 +399,21 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             return Err(self.stop_on(failed).await);
         }
         let mut previous: Option<(Arc<str>, i32, i64, Option<i64>)> = None;
-        for mut record in batch {
-            let Some(ReplicatedRecord { topic, partition, offset, body }) = record.value.take() else { continue };
+        for record in batch {
+            let ConnectRecord { value, timestamp_ms, mut headers, source_offset, size_bytes, .. } = record;
+            let Some(body) = value else { continue };
+            let SourceOffset { topic, partition, offset } = source_offset;
             // Records of a partition come in runs: remember the last of each run for positions.
             match &mut previous {
-                Some(p) if p.1 == partition && Arc::ptr_eq(&p.0, &topic) => (p.2, p.3) = (offset, record.timestamp_ms),
+                Some(p) if p.1 == partition && Arc::ptr_eq(&p.0, &topic) => (p.2, p.3) = (offset, timestamp_ms),
                 _ => {
-                    let run = (topic.clone(), partition, offset, record.timestamp_ms);
+                    let run = (topic.clone(), partition, offset, timestamp_ms);
                     if let Some((topic, partition, offset, ts)) = previous.replace(run) {
                         self.last.insert((topic, partition), (offset, ts));
                     }
                 }
             }
-            let Some(provenance) = self.guard.pass(&mut record.headers) else {
+            let Some(provenance) = self.guard.pass(&mut headers) else {
                 self.loop_drops += 1;
                 loop_guard_dropped.inc();
                 continue;
@@ -420,20 +422,20 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             let Some(target) = self.router.route(&topic, partition, self.service.producer()).await? else {
                 continue;
             };
-            let mut headers = OwnedHeaders::new_with_capacity(record.headers.len() + 1);
-            for h in &record.headers {
-                headers = headers.insert(KafkaHeader { key: &h.key, value: h.value.as_deref() });
+            let mut out_headers = OwnedHeaders::new_with_capacity(headers.len() + 1);
+            for h in &headers {
+                out_headers = out_headers.insert(KafkaHeader { key: &h.key, value: h.value.as_deref() });
             }
-            headers = headers.insert(KafkaHeader { key: PROVENANCE_HEADER, value: Some(&*provenance) });
+            out_headers = out_headers.insert(KafkaHeader { key: PROVENANCE_HEADER, value: Some(&*provenance) });
             let mut out =
-                BaseRecord::<[u8], [u8], usize>::with_opaque_to(&target, 0).partition(partition).headers(headers);
+                BaseRecord::<[u8], [u8], usize>::with_opaque_to(target, 0).partition(partition).headers(out_headers);
             if let Some(k) = body.key() {
                 out = out.key(k);
             }
             if let Some(v) = body.value() {
                 out = out.payload(v);
             }
-            if let Some(ts) = record.timestamp_ms {
+            if let Some(ts) = timestamp_ms {
                 out = out.timestamp(ts);
                 if ts == 0 {
                     let count = self.zero_timestamps.entry(topic.clone()).or_default();
@@ -444,13 +446,8 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
                     *count += 1;
                 }
             }
-            let meta = InFlight::Record {
-                topic,
-                partition,
-                upstream: offset,
-                bytes: record.size_bytes,
-                timestamp: record.timestamp_ms,
-            };
+            let meta =
+                InFlight::Record { topic, partition, upstream: offset, bytes: size_bytes, timestamp: timestamp_ms };
             if let Err(failed) = self.service.send(out, meta, &mut on_ack).await {
                 return Err(self.stop_on(failed).await);
             }

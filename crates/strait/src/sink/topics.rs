@@ -53,41 +53,48 @@ impl TopicRouter {
         topic: &Arc<str>,
         partition: i32,
         producer: &Arc<DataProducer>,
-    ) -> ConnectResult<Option<Arc<str>>> {
-        if let Some((source, target, partitions)) = &self.last {
-            if Arc::ptr_eq(source, topic) && (partition as usize) < *partitions {
-                return Ok(Some(target.clone()));
-            }
+    ) -> ConnectResult<Option<&Arc<str>>> {
+        let same = |(source, _, partitions): &(Arc<str>, Arc<str>, usize)| {
+            Arc::ptr_eq(source, topic) && (partition as usize) < *partitions
+        };
+        if !self.last.as_ref().is_some_and(same) && !self.decide(topic, partition, producer).await? {
+            return Ok(None);
         }
-        let topic_arc = topic;
-        let topic: &str = topic;
-        match self.routes.get_mut(topic) {
+        Ok(self.last.as_ref().map(|(_, target, _)| target))
+    }
+
+    /// The slow path of [`Self::route`]: whether records of `topic`/`partition` are replicated,
+    /// making its route the last one when they are.
+    async fn decide(&mut self, topic: &Arc<str>, partition: i32, producer: &Arc<DataProducer>) -> ConnectResult<bool> {
+        let name: &str = topic;
+        match self.routes.get_mut(name) {
             Some(Route::Denied { dropped, counter }) => {
                 *dropped += 1;
                 counter.inc();
-                return Ok(None);
+                return Ok(false);
             }
             Some(Route::Allowed { target, partitions }) if (partition as usize) < *partitions => {
-                self.last = Some((topic_arc.clone(), target.clone(), *partitions));
-                return Ok(Some(target.clone()));
+                self.last = Some((topic.clone(), target.clone(), *partitions));
+                return Ok(true);
             }
             _ => {}
         }
-        if let Err(reason) = self.flow.residency.check(&names_of(topic, self.flow.policy.separator())) {
-            tracing::warn!(flow = %self.flow.name, topic, "residency: not replicating this topic: {reason}");
-            let counter = metrics().residency_dropped(&self.flow.source.alias, &self.flow.target.alias, topic);
+        if let Err(reason) = self.flow.residency.check(&names_of(name, self.flow.policy.separator())) {
+            tracing::warn!(flow = %self.flow.name, topic = name, "residency: not replicating this topic: {reason}");
+            let counter = metrics().residency_dropped(&self.flow.source.alias, &self.flow.target.alias, name);
             counter.inc();
-            self.routes.insert(topic.to_string(), Route::Denied { dropped: 1, counter });
-            return Ok(None);
+            self.routes.insert(name.to_string(), Route::Denied { dropped: 1, counter });
+            return Ok(false);
         }
-        let target = self.flow.policy.remote_topic(&self.flow.source.alias, topic);
-        let partitions = self.ensure_target(topic, &target, partition).await?;
+        let target = self.flow.policy.remote_topic(&self.flow.source.alias, name);
+        let partitions = self.ensure_target(name, &target, partition).await?;
         await_producer_metadata(producer, &target, partition as usize + 1, ADMIN_TIMEOUT).await.map_err(|e| {
             ConnectError::backend(format!("target topic {target} partition {partition} not visible"), e)
         })?;
         let target: Arc<str> = target.into();
-        self.routes.insert(topic.to_string(), Route::Allowed { target: target.clone(), partitions });
-        Ok(Some(target))
+        self.routes.insert(name.to_string(), Route::Allowed { target: target.clone(), partitions });
+        self.last = Some((topic.clone(), target, partitions));
+        Ok(true)
     }
 
     /// Creates or grows `target` to the source's partition count; returns the count.

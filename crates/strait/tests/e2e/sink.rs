@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use strait::config::Config;
 use strait::positions::{self, Saved};
-use strait::record::{Body, ReplicatedRecord};
+use strait::record::ReplicatedRecord;
 use strait::sink::TargetSink;
 use strait_connect::{ConnectError, ConnectRecord, Header, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
@@ -15,11 +15,9 @@ use crate::support::*;
 fn record(topic: &Arc<str>, offset: i64, value: Option<&str>) -> ConnectRecord<(), ReplicatedRecord> {
     ConnectRecord {
         key: None,
-        value: value.map(|v| ReplicatedRecord {
-            topic: topic.clone(),
-            partition: 0,
-            offset,
-            body: Body::Owned { key: Some(format!("k{offset}").into_bytes()), value: Some(v.as_bytes().to_vec()) },
+        value: value.map(|v| ReplicatedRecord::Owned {
+            key: Some(format!("k{offset}").into_bytes()),
+            value: Some(v.as_bytes().to_vec()),
         }),
         timestamp_ms: Some(1_700_000_000_000 + offset),
         headers: vec![Header { key: "h".into(), value: None }],
