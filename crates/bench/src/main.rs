@@ -58,6 +58,11 @@ pub(crate) fn peak_rss_mb(pid: u32) -> f64 {
 /// to the rate meanwhile (reported apart, as `ramp_p99_ms`).
 const RAMP: Duration = Duration::from_secs(5);
 
+/// After the steady-state rate stops, how long a replicator settles (last commits, acks), then
+/// how long its CPU is measured with nothing to copy: its cost at rest.
+const SETTLE: Duration = Duration::from_secs(3);
+const IDLE: Duration = Duration::from_secs(10);
+
 struct Bench {
     env: Env,
     source: String,
@@ -172,6 +177,10 @@ impl Bench {
         let appended = load::latencies(&self.target, &target, warmup + sent);
         let visible = tail.join().unwrap_or_default();
         let rss = peak_rss_mb(pid);
+        std::thread::sleep(SETTLE);
+        let cpu_before = cpu_seconds(pid);
+        std::thread::sleep(IDLE);
+        let idle_cpu_pct = (cpu_seconds(pid) - cpu_before) / IDLE.as_secs_f64() * 100.0;
         drop(running);
         load::delete_topics(&self.target, std::slice::from_ref(&target));
         let ramp_start = steady_from - RAMP.as_millis() as i64;
@@ -197,6 +206,7 @@ impl Bench {
             visible_p99_ms: pct(&visible, 0.99),
             ramp_p99_ms: pct(&ramp, 0.99),
             peak_rss_mb: rss,
+            idle_cpu_pct,
         };
         eprintln!("{result:?}");
         result
@@ -299,8 +309,8 @@ fn main() {
     if steady_only {
         for l in &results.latency {
             println!(
-                "{}: p50 {} ms, p99 {} ms, max {} ms at {} records/s",
-                l.contender, l.p50_ms, l.p99_ms, l.max_ms, l.rate
+                "{}: p50 {} ms, p99 {} ms, max {} ms at {} records/s; idle {:.2} % of a core",
+                l.contender, l.p50_ms, l.p99_ms, l.max_ms, l.rate, l.idle_cpu_pct
             );
         }
         return;

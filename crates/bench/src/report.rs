@@ -62,6 +62,8 @@ pub struct Latency {
     /// p99 of the records sent in the first seconds of the rate, from idle (not in the others).
     pub ramp_p99_ms: i64,
     pub peak_rss_mb: f64,
+    /// CPU (% of one core) once the rate stopped and the replicator settled: its cost at rest.
+    pub idle_cpu_pct: f64,
 }
 
 /// Everything one bench run measured.
@@ -105,11 +107,11 @@ pub fn write(r: &Results, dir: &Path) -> String {
             runs.join(", ")
         );
     }
-    let _ = writeln!(md, "\n## Steady state (end-to-end latency: target append time minus send time; visible: receipt by a read_committed consumer tailing the target minus send time; records sent in the first 5 s at the rate, from idle, are left out and their p99 shown apart)\n\n| contender | rate rec/s | records | p50 ms | p99 ms | max ms | visible p50 ms | visible p99 ms | first 5 s p99 ms | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "\n## Steady state (end-to-end latency: target append time minus send time; visible: receipt by a read_committed consumer tailing the target minus send time; records sent in the first 5 s at the rate, from idle, are left out and their p99 shown apart; idle: CPU over 10 s once the rate stopped and 3 s passed, nothing left to copy)\n\n| contender | rate rec/s | records | p50 ms | p99 ms | max ms | visible p50 ms | visible p99 ms | first 5 s p99 ms | peak RSS MB | idle CPU % of a core |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for l in &r.latency {
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.2} |",
             l.contender,
             l.rate,
             l.records,
@@ -119,7 +121,8 @@ pub fn write(r: &Results, dir: &Path) -> String {
             l.visible_p50_ms,
             l.visible_p99_ms,
             l.ramp_p99_ms,
-            l.peak_rss_mb
+            l.peak_rss_mb,
+            l.idle_cpu_pct
         );
     }
     let lat = |c: &str| r.latency.iter().find(|l| l.contender == c);
