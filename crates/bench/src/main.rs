@@ -56,12 +56,12 @@ pub(crate) fn peak_rss_mb(pid: u32) -> f64 {
 
 /// How long the steady-state rate runs before its latencies count: the replicator goes from idle
 /// to the rate meanwhile (reported apart, as `ramp_p99_ms`).
-const RAMP: Duration = Duration::from_secs(5);
+pub(crate) const RAMP: Duration = Duration::from_secs(5);
 
 /// After the steady-state rate stops, how long a replicator settles (last commits, acks), then
 /// how long its CPU is measured with nothing to copy: its cost at rest.
-const SETTLE: Duration = Duration::from_secs(3);
-const IDLE: Duration = Duration::from_secs(10);
+pub(crate) const SETTLE: Duration = Duration::from_secs(3);
+pub(crate) const IDLE: Duration = Duration::from_secs(10);
 
 struct Bench {
     env: Env,

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::load::RECORD_BYTES;
+use crate::{IDLE, RAMP, SETTLE};
 
 /// One catch-up run.
 #[derive(Debug, Clone)]
@@ -107,7 +108,8 @@ pub fn write(r: &Results, dir: &Path) -> String {
             runs.join(", ")
         );
     }
-    let _ = writeln!(md, "\n## Steady state (end-to-end latency: target append time minus send time; visible: receipt by a read_committed consumer tailing the target minus send time; records sent in the first 5 s at the rate, from idle, are left out and their p99 shown apart; idle: CPU over 10 s once the rate stopped and 3 s passed, nothing left to copy)\n\n| contender | rate rec/s | records | p50 ms | p99 ms | max ms | visible p50 ms | visible p99 ms | first 5 s p99 ms | peak RSS MB | idle CPU % of a core |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let (ramp, settle, idle) = (RAMP.as_secs(), SETTLE.as_secs(), IDLE.as_secs());
+    let _ = writeln!(md, "\n## Steady state (end-to-end latency: target append time minus send time; visible: receipt by a read_committed consumer tailing the target minus send time; records sent in the first {ramp} s at the rate, from idle, are left out and their p99 shown apart; idle: CPU over {idle} s once the rate stopped and {settle} s passed, nothing left to copy)\n\n| contender | rate rec/s | records | p50 ms | p99 ms | max ms | visible p50 ms | visible p99 ms | first {ramp} s p99 ms | peak RSS MB | idle CPU % of a core |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for l in &r.latency {
         let _ = writeln!(
             md,
