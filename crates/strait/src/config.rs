@@ -140,7 +140,7 @@ const STRAIT_CONTROLLED: &[&str] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryKind {
-    /// Every record at least once: a crash replays at most the last uncommitted batch.
+    /// Every record at least once: a crash replays at most the last two batches.
     AtLeastOnce,
     /// Each batch's records, offset syncs and positions in one Kafka transaction: a
     /// `read_committed` consumer on the target sees each source record exactly once.
