@@ -244,8 +244,6 @@ where
                 }
                 batch.records += records.len();
                 self.sink.put(records).await?;
-            } else {
-                self.sink.idle().await?;
             }
             let full = batch.records >= self.config.max_batch_records || batch.bytes >= self.config.max_batch_bytes;
             let due = batch.started.is_some_and(|t| t.elapsed() >= self.config.max_batch_wait);

@@ -37,30 +37,22 @@ pub trait Source<K, V>: Send {
 
 /// Writes records, and the source positions they reach, to an external system.
 ///
-/// Records handed to [`Sink::put`] may be buffered. With transactions they are durable once
-/// [`Sink::commit`] returns `Ok`; without, a sink may let them become durable after it returns
-/// (see [`Sink::commit`]).
+/// Records handed to [`Sink::put`] may be buffered; they are durable only once [`Sink::commit`]
+/// returns `Ok`.
 #[async_trait]
 pub trait Sink<K, V>: Send {
     /// Accepts a batch; may apply backpressure by awaiting while its buffers are full.
     async fn put(&mut self, batch: Vec<ConnectRecord<K, V>>) -> ConnectResult<()>;
 
-    /// Ends the batch of records put since the last commit: makes them durable, then durably
-    /// saves `positions` (the last source offset per partition those records reach) so a restart
-    /// resumes after them. A saved position never covers a record that is not durable; with
-    /// transactions, records and positions become visible together or not at all, before this
-    /// returns. Without transactions a sink may return first, so records keep flowing while the
-    /// batch's writes are acknowledged: it saves `positions` once they are (at a later `put`,
-    /// [`Sink::idle`] or commit), at the latest when the next batch's commit or its close
-    /// returns, and either reports a failure. Errors name the first record that could not be
-    /// written; [`ConnectError::Retriable`] when trying the batch again may succeed.
+    /// Makes every record put since the last commit durable, then durably saves `positions` (the
+    /// last source offset per partition those records reach) so a restart resumes after them.
+    /// A saved position never covers a record that is not durable; with transactions, records and
+    /// positions become visible together or not at all. Without transactions a sink may still be
+    /// saving `positions` when it returns, so records keep flowing meanwhile: it then saves them
+    /// before its next commit or its close returns, and either reports a failure to save them.
+    /// Errors name the first record that could not be written; [`ConnectError::Retriable`] when
+    /// trying the batch again may succeed.
     async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()>;
-
-    /// Called when a poll brought no record: a sink saving committed positions in the background
-    /// may save them now. Errors: as [`Sink::commit`].
-    async fn idle(&mut self) -> ConnectResult<()> {
-        Ok(())
-    }
 
     /// Whether [`Sink::begin`] / [`Sink::commit`] / [`Sink::abort`] give exactly-once batches.
     fn supports_transactions(&self) -> bool {

@@ -11,7 +11,7 @@ pub mod stats;
 pub mod syncs;
 pub mod topics;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,8 +62,12 @@ pub const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
 const STATE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Added for the at-least-once state producer: its few records are awaited at once, so waiting
-/// `linger.ms` for more would only lengthen each save.
+/// `linger.ms` for more would only lengthen each commit, when no record is read.
 const STATE_SETTINGS: &[(&str, &str)] = &[("linger.ms", "0")];
+
+/// How long a commit lets librdkafka send lingering records at once (see
+/// [`ProduceService::flush`]) before it simply waits for their acks.
+const COMMIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A producer of `slot` of the flow; transactional (`strait-<source>-><target>/slot-<n>`) when
 /// `transaction_timeout` is given, with `init_transactions` done, which fences the slot's previous
@@ -151,14 +155,6 @@ enum InFlight {
     Position(SourceOffset),
 }
 
-/// At-least-once mode: a committed batch whose positions wait for its records' acks.
-struct Unsaved {
-    /// Sequence number after the batch's last record ([`ProduceService::sent`] at its commit).
-    end: usize,
-    /// The batch's positions, each with the timestamp (ms) of the record at it.
-    positions: Vec<(SourceOffset, Option<i64>)>,
-}
-
 /// The [`Sink`] of a flow: writes [`ReplicatedRecord`]s, offset syncs and positions to the target.
 pub struct TargetSink {
     flow: Arc<Flow>,
@@ -168,9 +164,6 @@ pub struct TargetSink {
     service: ProduceService<InFlight>,
     /// At-least-once mode: the slot's writer of offset syncs and positions ([`state`]).
     state: Option<StateTask>,
-    /// At-least-once mode: committed batches whose positions are not saved yet, oldest first: the
-    /// last one only, between calls (a commit saves the one before it).
-    unsaved: VecDeque<Unsaved>,
     router: TopicRouter,
     guard: LoopGuard,
     syncs: OffsetSyncWriter,
@@ -271,7 +264,6 @@ impl TargetSink {
             slot,
             service,
             state,
-            unsaved: VecDeque::new(),
             loop_drops: 0,
             zero_timestamps: HashMap::new(),
         };
@@ -320,14 +312,13 @@ impl TargetSink {
     /// producer: the data producer may have stopped for good), so a restart replays only from the
     /// failed record on. A failure to save them is logged; the records are then replayed, not lost.
     async fn stop_on(&mut self, failed: (InFlight, KafkaError)) -> ConnectError {
-        self.unsaved.clear();
         let positions = self.state.is_some().then(|| {
             let acknowledged: Vec<_> = self
                 .syncs
                 .acknowledged()
                 .map(|(topic, partition, offset)| SourceOffset { topic: topic.clone(), partition, offset })
                 .collect();
-            self.position_records(self.stamped(&acknowledged))
+            self.position_records(&acknowledged)
         });
         if let (Some(positions), Some(task)) = (positions, self.state.as_mut()) {
             let partitions = positions.len();
@@ -347,69 +338,24 @@ impl TargetSink {
         self.produce_error(failed)
     }
 
-    /// Each of `positions` with the timestamp (ms) of the record at it, when it was the last one
-    /// put.
-    fn stamped(&self, positions: &[SourceOffset]) -> Vec<(SourceOffset, Option<i64>)> {
+    /// Each of `positions` with the key and value of its positions record: the timestamp of the
+    /// record at it (when it was the last one put) and the target offset of the partition's last
+    /// record written.
+    fn position_records(&self, positions: &[SourceOffset]) -> Vec<(SourceOffset, Vec<u8>, Vec<u8>)> {
         positions
             .iter()
             .map(|position| {
+                let (topic, partition) = (&position.topic, position.partition);
                 let ts = self
                     .last
-                    .get(&(position.topic.clone(), position.partition))
+                    .get(&(topic.clone(), partition))
                     .filter(|(o, _)| *o == position.offset)
                     .and_then(|(_, ts)| *ts);
-                (position.clone(), ts)
+                let (key, value) =
+                    positions::encode(&self.flow.name, position, ts, self.syncs.last_downstream(topic, partition));
+                (position.clone(), key, value)
             })
             .collect()
-    }
-
-    /// Each of `stamped` positions with the key and value of its positions record: the record's
-    /// timestamp and the target offset of the partition's last record written.
-    fn position_records(&self, stamped: Vec<(SourceOffset, Option<i64>)>) -> Vec<(SourceOffset, Vec<u8>, Vec<u8>)> {
-        stamped
-            .into_iter()
-            .map(|(position, ts)| {
-                let downstream = self.syncs.last_downstream(&position.topic, position.partition);
-                let (key, value) = positions::encode(&self.flow.name, &position, ts, downstream);
-                (position, key, value)
-            })
-            .collect()
-    }
-
-    /// Waits until at most `remaining` records are in flight, taking their acks. Errors: a record
-    /// that could not be written ([`TargetSink::stop_on`]).
-    async fn await_acks(&mut self, remaining: usize) -> ConnectResult<()> {
-        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
-        let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
-        if let Err(failed) = self.service.wait_acks(remaining, &mut on_ack).await {
-            return Err(self.stop_on(failed).await);
-        }
-        Ok(())
-    }
-
-    /// Takes the acks received so far and, in at-least-once mode, starts saving (in the
-    /// background) the positions of every committed batch whose records are all acknowledged,
-    /// with the offset syncs decided so far. Errors: a record that could not be written
-    /// ([`TargetSink::stop_on`]), or the previous save's error.
-    async fn take_acks(&mut self) -> ConnectResult<()> {
-        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
-        let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
-        if let Err(failed) = self.service.take_received_acks(&mut on_ack) {
-            return Err(self.stop_on(failed).await);
-        }
-        let acknowledged = self.service.acknowledged();
-        let mut positions = Vec::new();
-        while let Some(batch) = self.unsaved.pop_front_if(|b| b.end <= acknowledged) {
-            positions.extend(batch.positions);
-        }
-        if positions.is_empty() {
-            return Ok(());
-        }
-        let syncs = self.syncs.take();
-        self.stats.offset_syncs(&syncs);
-        let positions = self.position_records(positions);
-        let task = self.state.as_mut().expect("only at-least-once mode leaves batches unsaved");
-        task.write_in_background(State { syncs, positions }).await
     }
 
     /// Whether the open transaction began longer than `transaction_timeout_ms` ago, so the
@@ -446,10 +392,12 @@ fn record_acked(syncs: &mut OffsetSyncWriter, stats: &mut SinkMetrics, r: InFlig
 #[async_trait]
 impl Sink<(), ReplicatedRecord> for TargetSink {
     async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
-        self.take_acks().await?;
         let loop_guard_dropped = self.stats.loop_guard_dropped.clone();
         let (syncs, stats) = (&mut self.syncs, &mut self.stats);
         let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
+        if let Err(failed) = self.service.take_received_acks(&mut on_ack) {
+            return Err(self.stop_on(failed).await);
+        }
         let mut previous: Option<(Arc<str>, i32, i64, Option<i64>)> = None;
         for record in batch {
             let ConnectRecord { value, timestamp_ms, mut headers, source_offset, size_bytes, .. } = record;
@@ -510,38 +458,34 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         Ok(())
     }
 
-    /// Exactly-once mode: awaits every record's ack, then commits the transaction holding the
-    /// batch's records, offset syncs and `positions`. At-least-once mode: returns without
-    /// awaiting the batch's acks, so records keep flowing; its offset syncs and positions are
-    /// saved (in the slot's state transaction, in the background) once its records are all
-    /// acknowledged ([`TargetSink::take_acks`]). The previous batch's save is awaited here (it
-    /// normally ran while this batch flowed), so a crash replays at most the last two batches.
+    /// Awaits every record's ack, then writes the batch's offset syncs and `positions`. In
+    /// exactly-once mode it commits the transaction holding all three. In at-least-once mode it
+    /// starts the slot's state transaction in the background and returns: the next commit, or
+    /// `close`, waits for it and returns its error.
     async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
         if self.state.is_some() {
-            if let Some(previous) = self.unsaved.back() {
-                let remaining = self.service.sent() - previous.end;
-                self.await_acks(remaining).await?;
-                self.take_acks().await?;
-            }
-            self.state.as_mut().expect("at-least-once mode").ready().await?;
-            let positions = self.stamped(positions);
-            self.unsaved.push_back(Unsaved { end: self.service.sent(), positions });
-            return Ok(());
+            // (In exactly-once mode the transaction's commit flushes.)
+            self.service.flush(COMMIT_FLUSH_TIMEOUT).await;
         }
-        self.await_acks(0).await?;
+        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
+        let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
+        if let Err(failed) = self.service.wait_acks(0, &mut on_ack).await {
+            return Err(self.stop_on(failed).await);
+        }
         let syncs = self.syncs.take();
         self.stats.offset_syncs(&syncs);
-        let positions = self.position_records(self.stamped(positions));
-        if let Err(failed) = state::send(&mut self.service, &self.syncs_topic, syncs, positions).await {
-            return Err(self.produce_error(failed));
+        let positions = self.position_records(positions);
+        match &mut self.state {
+            Some(task) => task.write_in_background(State { syncs, positions }).await,
+            None => {
+                if let Err(failed) = state::send(&mut self.service, &self.syncs_topic, syncs, positions).await {
+                    return Err(self.produce_error(failed));
+                }
+                self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+                self.in_transaction = false;
+                Ok(())
+            }
         }
-        self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
-        self.in_transaction = false;
-        Ok(())
-    }
-
-    async fn idle(&mut self) -> ConnectResult<()> {
-        self.take_acks().await
     }
 
     fn supports_transactions(&self) -> bool {
@@ -595,12 +539,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         if self.loop_drops > 0 {
             tracing::info!(flow = %self.flow.name, dropped = self.loop_drops, "records dropped by the loop guard");
         }
-        // At-least-once: the last batch's positions wait for its acks (none after a failure).
-        if !self.unsaved.is_empty() {
-            self.await_acks(0).await?;
-            self.take_acks().await?;
-        }
-        // The last save may still be under way.
+        // The last commit's state is still being written.
         match &mut self.state {
             Some(task) => task.ready().await.map(|_| ()),
             None => Ok(()),

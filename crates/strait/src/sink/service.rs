@@ -126,16 +126,6 @@ impl<M> ProduceService<M> {
         &self.producer
     }
 
-    /// Sequence number of the next record sent: records sent so far, acknowledged or not.
-    pub fn sent(&self) -> usize {
-        self.first_seq + self.in_flight.len()
-    }
-
-    /// Every record with a sequence number below this one is acknowledged.
-    pub fn acknowledged(&self) -> usize {
-        self.first_seq
-    }
-
     /// Forgets every record in flight (after an aborted transaction): their acks, still to come,
     /// are ignored.
     pub fn forget_in_flight(&mut self) {
@@ -152,6 +142,19 @@ impl<M> ProduceService<M> {
     ) -> Result<T, KafkaError> {
         let producer = self.producer.clone();
         blocking(move || call(&producer)).await
+    }
+
+    /// Sends the batches lingering in librdkafka's queue now and waits up to `timeout` for every
+    /// record's delivery report (librdkafka's `rd_kafka_flush`, which skips `linger.ms` while it
+    /// runs): a commit waits for every ack anyway, so lingering would only lengthen it. The
+    /// reports still arrive through `wait_acks`. A timeout is not an error: `wait_acks` goes on
+    /// waiting.
+    pub async fn flush(&self, timeout: Duration) {
+        let producer = self.producer.clone();
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: the pointer is the live producer's, kept alive by the `Arc` moved in; librdkafka
+        // allows flushing from any thread.
+        blocking(move || unsafe { rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), ms) }).await;
     }
 
     /// The producer's fatal error, if it has one (for instance fenced by a newer instance).
