@@ -58,9 +58,11 @@ pub(crate) fn peak_rss_mb(pid: u32) -> f64 {
 /// to the rate meanwhile (reported apart, as `ramp_p99_ms`).
 pub(crate) const RAMP: Duration = Duration::from_secs(5);
 
-/// After the steady-state rate stops, how long a replicator settles (last commits, acks), then
-/// how long its CPU is measured with nothing to copy: its cost at rest.
+/// After the steady-state rate stops, how long a replicator settles (last commits, acks) before
+/// its CPU at rest is measured.
 pub(crate) const SETTLE: Duration = Duration::from_secs(3);
+
+/// How long a settled replicator's CPU is measured with nothing to copy: its cost at rest.
 pub(crate) const IDLE: Duration = Duration::from_secs(10);
 
 struct Bench {
