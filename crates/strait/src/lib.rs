@@ -8,10 +8,11 @@
 //! [`config::Flow`]s.
 //!
 //! Layers, each importing only those below it:
-//! `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
+//! `allocator`, `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
 //! `source`, `sink`, `control`, `status` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
+pub mod allocator;
 pub mod config;
 pub mod control;
 pub mod flow;

@@ -8,11 +8,7 @@ use clap::{Parser, Subcommand};
 use strait::config::{Config, Flow};
 use tokio_util::sync::CancellationToken;
 
-/// jemalloc for the whole process, librdkafka's C allocations included (it takes over `malloc`):
-/// every record is allocated on one thread and freed on another (the consumer's fetch, the
-/// producer's copy, its headers), where glibc's allocator spent a tenth of the CPU.
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+strait::process_allocator!();
 
 /// Cross-cluster replication for Apache Kafka, wire-compatible with MirrorMaker 2.
 #[derive(Parser)]

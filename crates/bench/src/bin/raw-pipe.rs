@@ -22,10 +22,8 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext};
 use rdkafka::{Offset, TopicPartitionList};
 use strait::producer::PolledProducer;
 
-/// The allocator Strait runs with (see its `main.rs`), so the pipe stays the floor of the same
-/// process setup.
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+// The allocator Strait runs with, so the pipe stays the floor of the same process setup.
+strait::process_allocator!();
 
 const CONSUMER: &[(&str, &str)] =
     &[("enable.auto.commit", "false"), ("fetch.wait.max.ms", "100"), ("queued.max.messages.kbytes", "65536")];
