@@ -261,12 +261,10 @@ pub struct FlowConfig {
     /// Default 1,000.
     #[serde(default = "default_commit_ms")]
     pub commit_interval_ms: u64,
-    /// A batch is committed at this many records. Default 100,000.
+    /// A batch is committed at this many records. Default 50,000.
     #[serde(default = "default_batch_records")]
     pub max_batch_records: u64,
-    /// A batch is committed at this many bytes. Default 33,554,432 (32 MiB): each at-least-once
-    /// commit waits for librdkafka's queue to drain, and 16 MiB cost about 6 % more CPU per GB
-    /// in a catch-up, for 20 MB less peak RSS (`bench/FINDINGS.md`, sixth round).
+    /// A batch is committed at this many bytes. Default 16,777,216 (16 MiB).
     #[serde(default = "default_batch_bytes")]
     pub max_batch_bytes: u64,
     /// Replication factor of topics Strait creates on the target; -1 takes the broker's
@@ -399,10 +397,10 @@ fn default_commit_ms() -> u64 {
     1_000
 }
 fn default_batch_records() -> u64 {
-    100_000
+    50_000
 }
 fn default_batch_bytes() -> u64 {
-    32 << 20
+    16 << 20
 }
 fn default_rf() -> i32 {
     -1
