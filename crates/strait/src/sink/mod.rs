@@ -69,6 +69,10 @@ const STATE_SETTINGS: &[(&str, &str)] = &[("linger.ms", "0")];
 /// [`ProduceService::flush`]) before it simply waits for their acks.
 const COMMIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a failed flow waits for the outcome of the records sent after the failed one, before
+/// saving the positions of those written.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A producer of `slot` of the flow; transactional (`strait-<source>-><target>/slot-<n>`) when
 /// `transaction_timeout` is given, with `init_transactions` done, which fences the slot's previous
 /// owner and completes its open transaction. Without, the at-least-once record producer.
@@ -308,10 +312,31 @@ impl TargetSink {
     }
 
     /// The error for a record that could not be written. In at-least-once mode the positions of
-    /// every record acknowledged before it, in every partition, are saved first (by the state
-    /// producer: the data producer may have stopped for good), so a restart replays only from the
-    /// failed record on. A failure to save them is logged; the records are then replayed, not lost.
+    /// every record acknowledged, in every partition, are saved first, by the state producer (the
+    /// data producer may have stopped for good). Records sent after the failed one count when
+    /// their ack arrives within [`SETTLE_TIMEOUT`], up to each partition's first unwritten record.
+    /// So a restart replays only from the failed record on. A failure to save them is logged; the records are then replayed, not lost.
     async fn stop_on(&mut self, failed: (InFlight, KafkaError)) -> ConnectError {
+        // Records sent after the failed one may have been written too (other partitions): their
+        // acks count, so a restart does not write them again. A partition stops counting at its
+        // first record without an ack (the failed record's partition from the start), so no
+        // position passes a record that was not written.
+        let mut stopped: Vec<(Arc<str>, i32)> = Vec::new();
+        if let InFlight::Record { topic, partition, .. } = &failed.0 {
+            stopped.push((topic.clone(), *partition));
+        }
+        // (In exactly-once mode the batch is aborted whole: nothing to count.)
+        let settled = if self.state.is_some() { self.service.settle(SETTLE_TIMEOUT).await } else { Vec::new() };
+        for (r, downstream) in settled {
+            if let InFlight::Record { topic, partition, .. } = &r {
+                let key = (topic.clone(), *partition);
+                match downstream {
+                    Some(d) if !stopped.contains(&key) => record_acked(&mut self.syncs, &mut self.stats, r, d),
+                    Some(_) => {}
+                    None => stopped.push(key),
+                }
+            }
+        }
         let positions = self.state.is_some().then(|| {
             let acknowledged: Vec<_> = self
                 .syncs

@@ -262,6 +262,33 @@ impl<M> ProduceService<M> {
         Ok(())
     }
 
+    /// After a failure: waits up to `timeout` for the outcome of every record still in flight
+    /// and returns them all in produce order, with their downstream offset when acknowledged
+    /// (`None`: refused, or no outcome in time). Nothing is in flight afterwards.
+    pub async fn settle(&mut self, timeout: Duration) -> Vec<(M, Option<i64>)> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.in_flight.iter().any(|p| p.downstream.is_none() && p.failed.is_none()) {
+            match self.next_ack() {
+                Some((seq, outcome)) => {
+                    if let Some(p) = seq.checked_sub(self.first_seq).and_then(|i| self.in_flight.get_mut(i)) {
+                        match outcome {
+                            Ok(offset) => p.downstream = Some(offset),
+                            Err(e) => p.failed = Some(e),
+                        }
+                    }
+                }
+                None => {
+                    if tokio::time::timeout_at(deadline, self.acks.arrival()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        self.first_seq += self.in_flight.len();
+        self.failures = 0;
+        self.in_flight.drain(..).map(|p| (p.meta, p.downstream)).collect()
+    }
+
     /// Pops the records before the one at fault (passing the acknowledged ones to `on_ack`: they
     /// stay written) and returns it with its error.
     fn report_failure(&mut self, on_ack: &mut impl FnMut(M, i64)) -> Failed<M> {
