@@ -1,4 +1,4 @@
-//! The process allocator: jemalloc, with one option changed. `strait` and the benchmark's raw
+//! The process allocator: jemalloc, with two options changed. `strait` and the benchmark's raw
 //! pipe both declare it through [`process_allocator!`](crate::process_allocator), so the pipe
 //! stays the floor of the same process setup.
 

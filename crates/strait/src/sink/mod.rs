@@ -313,29 +313,13 @@ impl TargetSink {
 
     /// The error for a record that could not be written. In at-least-once mode the positions of
     /// every record acknowledged, in every partition, are saved first, by the state producer (the
-    /// data producer may have stopped for good). Records sent after the failed one count when
-    /// their ack arrives within [`SETTLE_TIMEOUT`], up to each partition's first unwritten record.
-    /// So a restart replays only from the failed record on. A failure to save them is logged; the records are then replayed, not lost.
+    /// data producer may have stopped for good); see [`Self::count_written_after`]. So a restart
+    /// replays only from the failed record on. A failure to save them is logged; the records are
+    /// then replayed, not lost.
     async fn stop_on(&mut self, failed: (InFlight, KafkaError)) -> ConnectError {
-        // Records sent after the failed one may have been written too (other partitions): their
-        // acks count, so a restart does not write them again. A partition stops counting at its
-        // first record without an ack (the failed record's partition from the start), so no
-        // position passes a record that was not written.
-        let mut stopped: Vec<(Arc<str>, i32)> = Vec::new();
-        if let InFlight::Record { topic, partition, .. } = &failed.0 {
-            stopped.push((topic.clone(), *partition));
-        }
         // (In exactly-once mode the batch is aborted whole: nothing to count.)
-        let settled = if self.state.is_some() { self.service.settle(SETTLE_TIMEOUT).await } else { Vec::new() };
-        for (r, downstream) in settled {
-            if let InFlight::Record { topic, partition, .. } = &r {
-                let key = (topic.clone(), *partition);
-                match downstream {
-                    Some(d) if !stopped.contains(&key) => record_acked(&mut self.syncs, &mut self.stats, r, d),
-                    Some(_) => {}
-                    None => stopped.push(key),
-                }
-            }
+        if self.state.is_some() {
+            self.count_written_after(&failed.0).await;
         }
         let positions = self.state.is_some().then(|| {
             let acknowledged: Vec<_> = self
@@ -361,6 +345,27 @@ impl TargetSink {
             }
         }
         self.produce_error(failed)
+    }
+
+    /// Records sent after the `failed` one may have been written too (other partitions): waits up
+    /// to [`SETTLE_TIMEOUT`] for their outcomes and counts each acknowledged one, so a restart does
+    /// not write it again. A partition stops counting at its first record without an ack (the
+    /// failed record's partition from the start), so no position passes an unwritten record.
+    async fn count_written_after(&mut self, failed: &InFlight) {
+        let mut stopped: Vec<(Arc<str>, i32)> = Vec::new();
+        if let InFlight::Record { topic, partition, .. } = failed {
+            stopped.push((topic.clone(), *partition));
+        }
+        for (r, downstream) in self.service.settle(SETTLE_TIMEOUT).await {
+            if let InFlight::Record { topic, partition, .. } = &r {
+                let key = (topic.clone(), *partition);
+                match downstream {
+                    Some(d) if !stopped.contains(&key) => record_acked(&mut self.syncs, &mut self.stats, r, d),
+                    Some(_) => {}
+                    None => stopped.push(key),
+                }
+            }
+        }
     }
 
     /// Each of `positions` with the key and value of its positions record: the timestamp of the

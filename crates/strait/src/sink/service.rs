@@ -237,8 +237,7 @@ impl<M> ProduceService<M> {
         outcome: Result<i64, KafkaError>,
         on_ack: &mut impl FnMut(M, i64),
     ) -> Result<(), Failed<M>> {
-        // An ack of a record already given up on (after a failure) is ignored.
-        let Some(index) = seq.checked_sub(self.first_seq).filter(|i| *i < self.in_flight.len()) else { return Ok(()) };
+        let Some(index) = self.index_of(seq) else { return Ok(()) };
         match outcome {
             Ok(offset) => self.in_flight[index].downstream = Some(offset),
             Err(e) => {
@@ -267,14 +266,17 @@ impl<M> ProduceService<M> {
     /// (`None`: refused, or no outcome in time). Nothing is in flight afterwards.
     pub async fn settle(&mut self, timeout: Duration) -> Vec<(M, Option<i64>)> {
         let deadline = tokio::time::Instant::now() + timeout;
-        while self.in_flight.iter().any(|p| p.downstream.is_none() && p.failed.is_none()) {
+        let mut open = self.in_flight.iter().filter(|p| p.downstream.is_none() && p.failed.is_none()).count();
+        while open > 0 {
             match self.next_ack() {
                 Some((seq, outcome)) => {
-                    if let Some(p) = seq.checked_sub(self.first_seq).and_then(|i| self.in_flight.get_mut(i)) {
-                        match outcome {
-                            Ok(offset) => p.downstream = Some(offset),
-                            Err(e) => p.failed = Some(e),
-                        }
+                    let Some(p) = self.index_of(seq).map(|i| &mut self.in_flight[i]) else { continue };
+                    if p.downstream.is_none() && p.failed.is_none() {
+                        open -= 1;
+                    }
+                    match outcome {
+                        Ok(offset) => p.downstream = Some(offset),
+                        Err(e) => p.failed = Some(e),
                     }
                 }
                 None => {
@@ -287,6 +289,12 @@ impl<M> ProduceService<M> {
         self.first_seq += self.in_flight.len();
         self.failures = 0;
         self.in_flight.drain(..).map(|p| (p.meta, p.downstream)).collect()
+    }
+
+    /// The index in `in_flight` of the record with sequence number `seq`; `None` for a record
+    /// already given up on (after a failure), whose ack is ignored.
+    fn index_of(&self, seq: usize) -> Option<usize> {
+        seq.checked_sub(self.first_seq).filter(|i| *i < self.in_flight.len())
     }
 
     /// Pops the records before the one at fault (passing the acknowledged ones to `on_ack`: they
