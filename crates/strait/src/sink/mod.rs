@@ -11,7 +11,7 @@ pub mod stats;
 pub mod syncs;
 pub mod topics;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -149,6 +149,7 @@ const TRANSIENT: &[RDKafkaErrorCode] = &[
 ];
 
 /// What the sink remembers of a produced record until its ack.
+#[derive(Clone)]
 enum InFlight {
     /// A replicated record: its source topic, partition, upstream offset, size (bytes) and
     /// timestamp (ms).
@@ -313,13 +314,13 @@ impl TargetSink {
 
     /// The error for a record that could not be written. In at-least-once mode the positions of
     /// every record acknowledged, in every partition, are saved first, by the state producer (the
-    /// data producer may have stopped for good); see [`Self::count_written_after`]. So a restart
+    /// data producer may have stopped for good); see [`Self::count_written_in_flight`]. So a restart
     /// replays only from the failed record on. A failure to save them is logged; the records are
     /// then replayed, not lost.
     async fn stop_on(&mut self, failed: (InFlight, KafkaError)) -> ConnectError {
         // (In exactly-once mode the batch is aborted whole: nothing to count.)
         if self.state.is_some() {
-            self.count_written_after(&failed.0).await;
+            self.count_written_in_flight(&failed.0).await;
         }
         let positions = self.state.is_some().then(|| {
             let acknowledged: Vec<_> = self
@@ -347,22 +348,25 @@ impl TargetSink {
         self.produce_error(failed)
     }
 
-    /// Records sent after the `failed` one may have been written too (other partitions): waits up
-    /// to [`SETTLE_TIMEOUT`] for their outcomes and counts each acknowledged one, so a restart does
-    /// not write it again. A partition stops counting at its first record without an ack (the
-    /// failed record's partition from the start), so no position passes an unwritten record.
-    async fn count_written_after(&mut self, failed: &InFlight) {
-        let mut stopped: Vec<(Arc<str>, i32)> = Vec::new();
-        if let InFlight::Record { topic, partition, .. } = failed {
-            stopped.push((topic.clone(), *partition));
-        }
+    /// Records sent around the `failed` one may have been written (other partitions, and its
+    /// own before it), their acks still to come: waits up to [`SETTLE_TIMEOUT`] for the outcome
+    /// of every record in flight and counts each acknowledged one, so a restart does not write it
+    /// again. A partition stops counting at its first record without an ack, and the failed
+    /// record's partition at the failed record, so no position passes an unwritten record.
+    async fn count_written_in_flight(&mut self, failed: &InFlight) {
+        let mut stopped: HashSet<(Arc<str>, i32)> = HashSet::new();
         for (r, downstream) in self.service.settle(SETTLE_TIMEOUT).await {
-            if let InFlight::Record { topic, partition, .. } = &r {
+            if let InFlight::Record { topic, partition, upstream, .. } = &r {
                 let key = (topic.clone(), *partition);
+                let from_failed = matches!(failed, InFlight::Record { topic: t, partition: p, upstream: u, .. }
+                    if t == topic && p == partition && u <= upstream);
                 match downstream {
-                    Some(d) if !stopped.contains(&key) => record_acked(&mut self.syncs, &mut self.stats, r, d),
-                    Some(_) => {}
-                    None => stopped.push(key),
+                    Some(d) if !from_failed && !stopped.contains(&key) => {
+                        record_acked(&mut self.syncs, &mut self.stats, r, d)
+                    }
+                    _ => {
+                        stopped.insert(key);
+                    }
                 }
             }
         }

@@ -106,7 +106,7 @@ pub struct ProduceService<M> {
 /// A record whose ack failed: its description and the error.
 pub type Failed<M> = (M, KafkaError);
 
-impl<M> ProduceService<M> {
+impl<M: Clone> ProduceService<M> {
     /// A producer for `cluster` with `settings` (cluster overrides win). Errors: invalid config.
     pub fn new(cluster: &ClusterConfig, settings: &[(&str, &str)]) -> Result<Self, KafkaError> {
         let acks = Arc::new(Acks::default());
@@ -199,7 +199,8 @@ impl<M> ProduceService<M> {
     /// Waits until at most `remaining` records are in flight, passing acknowledged records to
     /// `on_ack` in produce order. Errors: the failed record at fault — the first, in produce
     /// order, refused for a reason of its own; when the producer stopped as a whole, every record
-    /// in flight fails, so the others' outcomes are awaited to find it.
+    /// in flight fails, so the others' outcomes are awaited to find it. After an error the records
+    /// stay in flight, for [`Self::settle`] or [`Self::forget_in_flight`].
     pub async fn wait_acks(&mut self, remaining: usize, on_ack: &mut impl FnMut(M, i64)) -> Result<(), Failed<M>> {
         while self.in_flight.len() > remaining {
             match self.next_ack() {
@@ -245,13 +246,13 @@ impl<M> ProduceService<M> {
                 self.in_flight[index].failed = Some(e);
                 self.failures += 1;
                 if own {
-                    return Err(self.report_failure(on_ack));
+                    return Err(self.report_failure());
                 }
             }
         }
         if self.failures > 0 {
             if self.in_flight.iter().all(|p| p.downstream.is_some() || p.failed.is_some()) {
-                return Err(self.report_failure(on_ack));
+                return Err(self.report_failure());
             }
             return Ok(());
         }
@@ -262,8 +263,9 @@ impl<M> ProduceService<M> {
     }
 
     /// After a failure: waits up to `timeout` for the outcome of every record still in flight
-    /// and returns them all in produce order, with their downstream offset when acknowledged
-    /// (`None`: refused, or no outcome in time). Nothing is in flight afterwards.
+    /// and returns them all in produce order (the failed one included), with their downstream
+    /// offset when acknowledged (`None`: refused, or no outcome in time). Nothing is in flight
+    /// afterwards.
     pub async fn settle(&mut self, timeout: Duration) -> Vec<(M, Option<i64>)> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut open = self.in_flight.iter().filter(|p| p.downstream.is_none() && p.failed.is_none()).count();
@@ -297,22 +299,17 @@ impl<M> ProduceService<M> {
         seq.checked_sub(self.first_seq).filter(|i| *i < self.in_flight.len())
     }
 
-    /// Pops the records before the one at fault (passing the acknowledged ones to `on_ack`: they
-    /// stay written) and returns it with its error.
-    fn report_failure(&mut self, on_ack: &mut impl FnMut(M, i64)) -> Failed<M> {
-        let failed = |p: &Pending<M>| p.failed.is_some();
-        let at_fault = self
-            .in_flight
-            .iter()
-            .position(|p| p.failed.as_ref().is_some_and(own_fault))
-            .or_else(|| self.in_flight.iter().position(failed))
-            .unwrap_or(0);
-        for _ in 0..at_fault {
-            self.pop_acked(on_ack);
-        }
-        let p = self.in_flight.pop_front().expect("the failed record is in flight");
-        self.first_seq += 1;
-        (p.meta, p.failed.unwrap_or(KafkaError::Canceled))
+    /// The record at fault — the first, in produce order, refused for a reason of its own, else
+    /// the first refused — with its error. Every record stays in flight for [`Self::settle`] or
+    /// [`Self::forget_in_flight`]: one sent before it may still await its ack, and dropping it
+    /// here would lose that ack.
+    fn report_failure(&self) -> Failed<M> {
+        // `min_by_key` keeps the first of equals: the first own fault, else the first failure.
+        let (p, e) = (self.in_flight.iter())
+            .filter_map(|p| Some((p, p.failed.as_ref()?)))
+            .min_by_key(|(_, e)| !own_fault(e))
+            .expect("called once a record failed");
+        (p.meta.clone(), e.clone())
     }
 
     fn pop_acked(&mut self, on_ack: &mut impl FnMut(M, i64)) {
@@ -322,5 +319,39 @@ impl<M> ProduceService<M> {
                 on_ack(p.meta, offset);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A service with `records` in flight (sequence numbers 0..records, described by the same
+    /// number) whose producer never connects: reports are pushed by hand, in any order.
+    fn service(records: u32) -> ProduceService<u32> {
+        let cluster = ClusterConfig {
+            alias: "t".into(),
+            bootstrap_servers: "127.0.0.1:1".into(),
+            zones: Vec::new(),
+            client: Default::default(),
+        };
+        let mut service = ProduceService::new(&cluster, &[]).unwrap();
+        service.in_flight.extend((0..records).map(|meta| Pending { meta, downstream: None, failed: None }));
+        service
+    }
+
+    #[tokio::test]
+    async fn an_ack_reported_after_a_later_records_refusal_is_kept() {
+        let mut service = service(3);
+        // Record 1 is refused; the ack of record 0, sent before it, arrives after the refusal
+        // (one produce response holds many partitions' outcomes, in no set order).
+        let refused = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
+        service.acks.received().extend([(1, Err(refused)), (0, Ok(100)), (2, Ok(200))]);
+        let mut acked = Vec::new();
+        let (at_fault, _) = service.take_received_acks(&mut |meta, offset| acked.push((meta, offset))).unwrap_err();
+        assert_eq!(at_fault, 1);
+        assert!(acked.is_empty(), "nothing is acknowledged in order before the refusal is seen");
+        let outcomes = service.settle(Duration::from_secs(5)).await;
+        assert_eq!(outcomes, vec![(0, Some(100)), (1, None), (2, Some(200))]);
     }
 }
