@@ -65,8 +65,9 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     };
     up(true);
     let mut instance = Instance::new(flow.clone(), &cancel);
-    let result = instance.run(&mut events, &cancel).await;
-    instance.stop().await;
+    let run = instance.run(&mut events, &cancel).await;
+    // A slot that failed while the flow was stopping (say on SIGTERM) still fails the flow.
+    let result = run.and(instance.stop().await);
     // Closed first: the group's revocations at leave need no answer.
     drop(events);
     group.leave().await;
@@ -77,15 +78,15 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     result
 }
 
-/// How a slot's data path ended: (slot, generation, outcome).
-type SlotEnd = (u32, u64, ConnectResult<()>);
+/// A slot's data path ended: (slot, generation). Its outcome is the task's result.
+type SlotEnd = (u32, u64);
 
 /// A slot's data path, running.
 struct Running {
     /// Tells apart a slot started again from an earlier run of it whose end is still reported.
     generation: u64,
     cancel: CancellationToken,
-    task: JoinHandle<()>,
+    task: JoinHandle<ConnectResult<()>>,
 }
 
 /// What this instance runs of a flow: the data paths of its slots (slot 0's also runs the
@@ -144,24 +145,20 @@ impl Instance {
                     }
                     Some(SlotEvent::Refused(e)) => return Err(e),
                     Some(SlotEvent::Revoked(slots, done)) => {
+                        let mut stopped = Ok(());
                         for slot in slots {
-                            self.stop_slot(slot).await;
+                            stopped = stopped.and(self.stop_slot(slot).await);
                         }
                         let _ = done.send(());
+                        // A slot that failed as it was revoked fails the flow: never restarted
+                        // here unnoticed.
+                        stopped?;
                         self.log_owned();
                     }
                 },
-                Some((slot, generation, outcome)) = self.ended.1.recv() => {
-                    if self.slots.get(&slot).map(|r| r.generation) != Some(generation) {
-                        continue;
-                    }
-                    self.stop_slot(slot).await;
-                    match outcome {
-                        Err(e @ ConnectError::Fenced { .. }) if self.flow.scale_out => {
-                            tracing::info!(flow = %self.flow.name, slot, reason = %e, "slot taken over by another instance; dropping it");
-                        }
-                        Err(e) => return Err(e),
-                        Ok(()) => {}
+                Some((slot, generation)) = self.ended.1.recv() => {
+                    if self.slots.get(&slot).map(|r| r.generation) == Some(generation) {
+                        self.stop_slot(slot).await?;
                     }
                 }
             }
@@ -184,29 +181,46 @@ impl Instance {
         let token = cancel.clone();
         let task = tokio::spawn(async move {
             let outcome = run_slot(flow, slot, committed, token).await;
-            let _ = ended.send((slot, generation, outcome));
+            let _ = ended.send((slot, generation));
+            outcome
         });
         self.slots.insert(slot, Running { generation, cancel, task });
     }
 
-    /// Stops `slot`'s data path (its last batch written) and forgets its partitions.
-    async fn stop_slot(&mut self, slot: u32) {
-        let Some(running) = self.slots.remove(&slot) else { return };
+    /// Stops `slot`'s data path (its last batch written) and forgets its partitions. Errors: how
+    /// the data path failed, if it did (before or while stopping), except a slot taken over by
+    /// another instance with scale-out on, which is dropped with an info log.
+    async fn stop_slot(&mut self, slot: u32) -> ConnectResult<()> {
+        let Some(running) = self.slots.remove(&slot) else { return Ok(()) };
         running.cancel.cancel();
-        let _ = running.task.await;
+        let outcome = running.task.await.unwrap_or_else(|e| {
+            Err(ConnectError::backend(
+                format!("flow {} slot {slot}", self.flow.name),
+                format!("the data path ended: {e}"),
+            ))
+        });
         let slots = self.flow.slots;
         self.committed.forget(|topic, partition| slot_of(topic, partition, slots) == slot);
         tracing::info!(flow = %self.flow.name, slot, "slot stopped");
+        match outcome {
+            Err(e @ ConnectError::Fenced { .. }) if self.flow.scale_out => {
+                tracing::info!(flow = %self.flow.name, slot, reason = %e, "slot taken over by another instance; dropping it");
+                Ok(())
+            }
+            outcome => outcome,
+        }
     }
 
-    /// Drains every owned slot and stops the watch.
-    async fn stop(&mut self) {
+    /// Drains every owned slot and stops the watch. Errors: the first slot's failure.
+    async fn stop(&mut self) -> ConnectResult<()> {
         let owned: Vec<u32> = self.slots.keys().copied().collect();
+        let mut stopped = Ok(());
         for slot in owned {
-            self.stop_slot(slot).await;
+            stopped = stopped.and(self.stop_slot(slot).await);
         }
         self.watch.0.cancel();
         let _ = (&mut self.watch.1).await;
+        stopped
     }
 }
 

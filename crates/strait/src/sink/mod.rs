@@ -185,6 +185,9 @@ pub struct TargetSink {
     renew_producer: bool,
     /// Offset and timestamp (ms) of the last record put per source partition, saved with positions.
     last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
+    /// At-least-once mode: source partitions whose first record from this producer is in flight,
+    /// not yet acknowledged. Their next record waits for it (see [`Self::put`]).
+    unproven: HashSet<(Arc<str>, i32)>,
     loop_drops: u64,
     stats: SinkMetrics,
     /// Records per source topic whose timestamp 0 became the produce time (librdkafka reads a
@@ -264,6 +267,7 @@ impl TargetSink {
             transaction_began: None,
             renew_producer: false,
             last: HashMap::new(),
+            unproven: HashSet::new(),
             stats: SinkMetrics::new(&flow),
             flow,
             slot,
@@ -427,12 +431,14 @@ fn record_acked(syncs: &mut OffsetSyncWriter, stats: &mut SinkMetrics, r: InFlig
 impl Sink<(), ReplicatedRecord> for TargetSink {
     async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
         let loop_guard_dropped = self.stats.loop_guard_dropped.clone();
-        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
-        let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
-        if let Err(failed) = self.service.take_received_acks(&mut on_ack) {
+        if let Err(failed) =
+            self.service.take_received_acks(&mut |r, d| record_acked(&mut self.syncs, &mut self.stats, r, d))
+        {
             return Err(self.stop_on(failed).await);
         }
         let mut previous: Option<(Arc<str>, i32, i64, Option<i64>)> = None;
+        // The current run's partition has no record acknowledged yet from this producer.
+        let mut unproven_run = false;
         for record in batch {
             let ConnectRecord { value, timestamp_ms, mut headers, source_offset, size_bytes, .. } = record;
             let Some(body) = value else { continue };
@@ -445,6 +451,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
                     if let Some((topic, partition, offset, ts)) = previous.replace(run) {
                         self.last.insert((topic, partition), (offset, ts));
                     }
+                    unproven_run = self.state.is_some() && self.syncs.last_downstream(&topic, partition).is_none();
                 }
             }
             let Some(provenance) = self.guard.pass(&mut headers) else {
@@ -456,6 +463,31 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             let Some(target) = self.router.route(&topic, partition, self.service.producer()).await? else {
                 continue;
             };
+            if unproven_run {
+                // At-least-once: a partition's first record from this producer travels alone.
+                // The broker takes any sequence number as a producer's first in a partition, so
+                // were that record refused (too large, say), a batch sent behind it would still
+                // be written — ahead of it, and again at every restart, its position never
+                // saved. Once one record is written, the broker refuses what follows a refused
+                // batch (out of sequence), and the gap-less producer stops.
+                let key = (topic.clone(), partition);
+                if self.unproven.contains(&key) {
+                    self.service.flush(COMMIT_FLUSH_TIMEOUT).await;
+                    let drained = self
+                        .service
+                        .wait_acks(0, &mut |r, d| record_acked(&mut self.syncs, &mut self.stats, r, d))
+                        .await;
+                    if let Err(failed) = drained {
+                        return Err(self.stop_on(failed).await);
+                    }
+                    // Every first record in flight is now written.
+                    self.unproven.clear();
+                    unproven_run = self.syncs.last_downstream(&topic, partition).is_none();
+                }
+                if unproven_run {
+                    self.unproven.insert(key);
+                }
+            }
             let mut out_headers = OwnedHeaders::new_with_capacity(headers.len() + 1);
             for h in &headers {
                 out_headers = out_headers.insert(KafkaHeader { key: &h.key, value: h.value.as_deref() });
@@ -482,7 +514,9 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
             }
             let meta =
                 InFlight::Record { topic, partition, upstream: offset, bytes: size_bytes, timestamp: timestamp_ms };
-            if let Err(failed) = self.service.send(out, meta, &mut on_ack).await {
+            let sent =
+                self.service.send(out, meta, &mut |r, d| record_acked(&mut self.syncs, &mut self.stats, r, d)).await;
+            if let Err(failed) = sent {
                 return Err(self.stop_on(failed).await);
             }
         }
