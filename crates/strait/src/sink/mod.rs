@@ -41,12 +41,15 @@ pub const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("enable.idempotence", "true"),
     ("acks", "all"),
     ("linger.ms", "5"),
-    ("batch.size", "1000000"),
+    ("batch.size", BATCH_BYTES),
     ("compression.type", "none"),
     // librdkafka's default (1,000,000) is below the broker's (1,048,588); let the target topic's
     // max.message.bytes decide, as for any Kafka client.
     ("message.max.bytes", LARGEST_BATCH_BYTES),
 ];
+
+/// librdkafka's `batch.size` for records (bytes): a batch holds records of one partition up to it.
+const BATCH_BYTES: &str = "1000000";
 
 /// Added in at-least-once mode.
 pub const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
@@ -313,7 +316,17 @@ impl TargetSink {
     }
 
     fn produce_error(&self, (what, e): (InFlight, KafkaError)) -> ConnectError {
-        self.failure(state::describe(&self.flow, &self.syncs_topic, what), e)
+        let mut context = state::describe(&self.flow, &self.syncs_topic, what);
+        if e.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageSizeTooLarge) {
+            // The broker checks whole batches, and librdkafka does not split a refused one (the
+            // Java producer does): a small record can be refused with the records around it.
+            context.push_str(&format!(
+                " (the target refused its batch, up to batch.size = {BATCH_BYTES} bytes of records, as over the \
+                 topic's max.message.bytes: raise that limit, or if the record itself is under it, set batch.size \
+                 below it in the target cluster's client settings)"
+            ));
+        }
+        self.failure(context, e)
     }
 
     /// The error for a record that could not be written. In at-least-once mode the positions of

@@ -150,6 +150,46 @@ async fn a_refusal_found_while_stopping_exits_non_zero_naming_the_record() {
     assert!(logs.contains(&format!("topic {topic} partition 0 offset 0")), "names the record: {logs}");
 }
 
+/// A target topic whose own limit is under librdkafka's batch.size refuses whole batches of small
+/// records: the error says so and what to set, and the setting it names makes the flow work.
+#[tokio::test(flavor = "multi_thread")]
+async fn small_records_refused_as_a_batch_name_the_setting_that_lets_them_through() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("batch");
+    let topic = format!("{p}-t");
+    create_topic(&a, &topic, 1, &[]).await;
+    let remote = format!("{p}s.{topic}");
+    create_topic(&b, &remote, 1, &[("max.message.bytes", "20000")]).await;
+    let records: Vec<Rec> = (0..2000).map(|i| Rec::simple(0, &format!("{i:0>200}"))).collect();
+    produce(&a, &topic, &records).await;
+    let config = |target_client: &str| {
+        format!(
+            "[[clusters]]\nalias = \"{p}s\"\nbootstrap_servers = \"{a}\"\n\n\
+             [[clusters]]\nalias = \"{p}d\"\nbootstrap_servers = \"{b}\"\n{target_client}\n\
+             [[flows]]\nsource = \"{p}s\"\ntarget = \"{p}d\"\ntopics = [\"{topic}\"]\n{KEEP_TARGET_LIMIT}\n"
+        )
+    };
+    let mut strait = Strait::start(&format!("{p}-default"), &config(""));
+    wait_until("strait stops on the refused batch", Duration::from_secs(60), || !strait.is_running()).await;
+    let logs = strait.logs();
+    assert!(!strait.stop().success(), "{logs}");
+    assert!(logs.contains(&format!("topic {topic} partition 0")), "names the partition: {logs}");
+    assert!(logs.contains("set batch.size below it in the target cluster's client settings"), "{logs}");
+    let mut strait = Strait::start(&format!("{p}-small"), &config("[clusters.client]\n\"batch.size\" = \"16000\""));
+    wait_until("all records replicated", Duration::from_secs(60), || {
+        read_all(&b, &remote, false).get(&0).map_or(0, Vec::len) >= 2000
+    })
+    .await;
+    assert!(strait.is_running(), "{}", strait.logs());
+    assert!(strait.stop().success());
+    let values: Vec<Vec<u8>> = read_all(&b, &remote, false)[&0].iter().map(|(_, r)| r.value.clone().unwrap()).collect();
+    assert_eq!(
+        values,
+        records.iter().map(|r| r.value.clone().unwrap()).collect::<Vec<_>>(),
+        "each record once, in order"
+    );
+}
+
 /// A record fits its source topic as the source's producer compressed it; Strait produces it
 /// uncompressed, so the target topic it creates must take it all the same.
 #[tokio::test(flavor = "multi_thread")]
