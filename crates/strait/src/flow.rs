@@ -48,7 +48,8 @@ fn permanent(e: &ConnectError) -> bool {
 }
 
 /// Runs `flow` on this instance until `cancel` (then drains the slots it owns, leaves the slot
-/// group and returns `Ok`) or it fails.
+/// group and returns `Ok`, or the error of a slot that failed before or while draining) or it
+/// fails.
 ///
 /// Start-up failures are retried with doubling backoff (0.5 s up to 15 s), each logged, except
 /// the [`permanent`] ones, which stop the flow at once. Once running, an error that cannot be
