@@ -124,30 +124,34 @@ async fn records_written_before_a_refused_one_are_not_written_again_at_restart()
     }
 }
 
-/// A refusal that comes to light only in the drain that SIGTERM starts still fails the run,
-/// naming the record: a stopping flow does not swallow its slot's error.
+/// A failure that comes to light only in the drain SIGTERM starts still fails the run, naming
+/// what could not be written: a stopping flow does not swallow its slot's error.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_refusal_found_while_stopping_exits_non_zero_naming_the_record() {
+async fn a_failure_found_while_stopping_exits_non_zero_naming_it() {
     let (a, b) = (cluster(1), cluster(2));
     let p = unique("term");
     let (src, dst) = (format!("{p}s"), format!("{p}d"));
-    let topic = format!("{p}-big");
-    create_topic(&a, &topic, 1, &[("max.message.bytes", "5000000")]).await;
-    create_topic(&b, &format!("{src}.{topic}"), 1, &[]).await;
-    produce(&a, &topic, &[Rec::simple(0, &"x".repeat(3_000_000))]).await;
-    // No commit before the stop: the refusal waits, unread, for the drain's commit.
-    let extra = format!("topics = [\"{topic}\"]\ncommit_interval_ms = 600000\n{KEEP_TARGET_LIMIT}");
+    let topic = format!("{p}-t");
+    create_topic(&a, &topic, 1, &[]).await;
+    produce(&a, &topic, &(0..3).map(|i| Rec::simple(0, &format!("r{i}"))).collect::<Vec<_>>()).await;
+    // The flow's offset-syncs topic refuses every write; the records themselves are written.
+    let syncs_topic = format!("mm2-offset-syncs.{src}.internal");
+    create_topic(&b, &syncs_topic, 1, &[("cleanup.policy", "compact"), ("max.message.bytes", "50")]).await;
+    // No commit before the stop: the first offset syncs are written in the drain's commit.
+    let extra = format!("topics = [\"{topic}\"]\ncommit_interval_ms = 600000");
     let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &extra, "");
     let mut strait = Strait::start(&format!("{p}-run"), &config);
-    wait_until("strait owns its slot", Duration::from_secs(60), || strait.logs().contains("slots owned")).await;
-    // Time to read the record and send it; the target refuses it at once.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(strait.is_running(), "nothing is noticed before the commit: {}", strait.logs());
+    let remote = format!("{src}.{topic}");
+    wait_until("records replicated", Duration::from_secs(60), || {
+        read_all(&b, &remote, false).get(&0).map_or(0, Vec::len) == 3
+    })
+    .await;
+    assert!(strait.is_running(), "nothing fails before the commit: {}", strait.logs());
     let logs = strait.log.clone();
     let status = strait.stop();
     let logs = std::fs::read_to_string(&logs).unwrap();
     assert!(!status.success(), "the drain failed, so the run fails: {logs}");
-    assert!(logs.contains(&format!("topic {topic} partition 0 offset 0")), "names the record: {logs}");
+    assert!(logs.contains(&format!("could not be written to {syncs_topic}")), "names what failed: {logs}");
 }
 
 /// A target topic whose own limit is under librdkafka's batch.size refuses whole batches of small
