@@ -316,12 +316,19 @@ impl TargetSink {
     }
 
     fn produce_error(&self, (what, e): (InFlight, KafkaError)) -> ConnectError {
+        let record = matches!(what, InFlight::Record { .. });
         let mut context = state::describe(&self.flow, &self.syncs_topic, what);
+        if record && e.rdkafka_error_code().is_some_and(|c| !TRANSIENT.contains(&c)) {
+            // librdkafka gives every record of a refused batch the batch's error.
+            context
+                .push_str(" (the first record of the batch the target refused; the one at fault may be a later one)");
+        }
         if e.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageSizeTooLarge) {
             // The broker checks whole batches, and librdkafka does not split a refused one (the
             // Java producer does): a small record can be refused with the records around it.
+            let batch_size = self.flow.target.client.get("batch.size").map_or(BATCH_BYTES, String::as_str);
             context.push_str(&format!(
-                " (the target refused its batch, up to batch.size = {BATCH_BYTES} bytes of records, as over the \
+                " (the target refused its batch, up to batch.size = {batch_size} bytes of records, as over the \
                  topic's max.message.bytes: raise that limit, or if the record itself is under it, set batch.size \
                  below it in the target cluster's client settings)"
             ));
