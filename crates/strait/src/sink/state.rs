@@ -141,14 +141,31 @@ impl StateWriter {
         Self { service, source_syncs, flow, slot, syncs_topic, timeout }
     }
 
-    /// Writes `state` in one transaction and waits until it is committed. Errors: fenced by a
-    /// newer owner of the slot ([`ConnectError::Fenced`]); else a backend error naming what
-    /// could not be written.
+    /// Writes `state` in one transaction and waits until it is committed; a transaction that
+    /// fails is aborted. Errors: fenced by a newer owner of the slot ([`ConnectError::Fenced`]);
+    /// else a backend error naming what could not be written.
     pub async fn write(&mut self, state: State) -> ConnectResult<()> {
         let name = self.flow.name.clone();
         transaction_call(&self.service, &name, "begin state transaction", self.timeout, |p, _| p.begin_transaction())
             .await
             .map_err(|e| self.failure(format!("flow {name}: begin state transaction"), e))?;
+        let written = self.write_in_transaction(state).await;
+        if written.is_err() && self.service.fatal_error().is_none() {
+            // Left open, the transaction would hold back every read_committed read of the
+            // positions topic (every flow's start on this target) until the target times it out.
+            let abort = |p: &DataProducer, timeout| p.abort_transaction(timeout);
+            if let Err(e) = transaction_call(&self.service, &name, "abort state transaction", self.timeout, abort).await
+            {
+                tracing::warn!(flow = %name, error = %e, "the failed state transaction could not be aborted; the target aborts it after its timeout");
+            }
+            self.service.forget_in_flight();
+        }
+        written
+    }
+
+    /// The body of [`Self::write`]'s transaction: the offset syncs and positions, then the commit.
+    async fn write_in_transaction(&mut self, state: State) -> ConnectResult<()> {
+        let name = self.flow.name.clone();
         let mut syncs = state.syncs;
         if let Some(producer) = &self.source_syncs {
             write_to_source(producer, &self.syncs_topic, &syncs)

@@ -152,6 +152,11 @@ async fn a_failure_found_while_stopping_exits_non_zero_naming_it() {
     let logs = std::fs::read_to_string(&logs).unwrap();
     assert!(!status.success(), "the drain failed, so the run fails: {logs}");
     assert!(logs.contains(&format!("could not be written to {syncs_topic}")), "names what failed: {logs}");
+    // The failed state transaction was aborted, not left open: positions read back at once
+    // (an open one holds every read_committed read of them, every flow's start on this target).
+    let flow = strait::config::Config::parse(&config).unwrap().remove(0);
+    let read = tokio::time::timeout(Duration::from_secs(20), strait::positions::load(&flow.target, &flow.name)).await;
+    assert!(matches!(read, Ok(Ok(_))), "positions read back: {read:?}");
 }
 
 /// A target topic whose own limit is under librdkafka's batch.size refuses whole batches of small
