@@ -14,6 +14,7 @@
 pub mod admin;
 pub mod allocator;
 pub mod config;
+pub mod consume;
 pub mod control;
 pub mod flow;
 pub mod http;

@@ -1,10 +1,6 @@
 //! The record that travels from [`crate::source::KafkaSource`] to [`crate::sink::TargetSink`].
 
-use std::fmt;
-use std::sync::Arc;
-
-use rdkafka::consumer::BaseConsumer;
-use rdkafka::message::{BorrowedMessage, Message};
+use crate::consume::KafkaMessage;
 
 /// Key and value of a source record as it travels to the target. Where it was (source topic,
 /// partition, upstream offset) is the [`strait_connect::ConnectRecord`]'s `source_offset`; headers
@@ -28,7 +24,7 @@ impl ReplicatedRecord {
     pub fn key(&self) -> Option<&[u8]> {
         match self {
             ReplicatedRecord::Owned { key, .. } => key.as_deref(),
-            ReplicatedRecord::Kafka(m) => m.message.key(),
+            ReplicatedRecord::Kafka(m) => m.key(),
         }
     }
 
@@ -36,37 +32,7 @@ impl ReplicatedRecord {
     pub fn value(&self) -> Option<&[u8]> {
         match self {
             ReplicatedRecord::Owned { value, .. } => value.as_deref(),
-            ReplicatedRecord::Kafka(m) => m.message.payload(),
+            ReplicatedRecord::Kafka(m) => m.payload(),
         }
-    }
-}
-
-/// A message polled from a source consumer, kept with (and dropped before) that consumer.
-pub struct KafkaMessage {
-    // Declared first, so dropped first: librdkafka's message must go before its consumer.
-    message: BorrowedMessage<'static>,
-    _consumer: Arc<BaseConsumer>,
-}
-
-impl KafkaMessage {
-    /// Holds `message`, polled from `consumer`, beyond the poll call.
-    pub fn new(message: BorrowedMessage<'_>, consumer: Arc<BaseConsumer>) -> Self {
-        // SAFETY: only the lifetime changes. A polled message borrows its consumer, which the
-        // `Arc` beside it keeps alive until after the message is dropped (field order); the
-        // message itself is librdkafka's, freed by its own drop, on any thread (it is `Send`).
-        let message = unsafe { std::mem::transmute::<BorrowedMessage<'_>, BorrowedMessage<'static>>(message) };
-        Self { message, _consumer: consumer }
-    }
-}
-
-impl fmt::Debug for KafkaMessage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "KafkaMessage({} partition {} offset {})",
-            self.message.topic(),
-            self.message.partition(),
-            self.message.offset()
-        )
     }
 }

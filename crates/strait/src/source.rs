@@ -15,21 +15,21 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 use tokio::task::JoinHandle;
 
 use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
+use crate::consume::{KafkaMessage, SourceReader};
 use crate::kafka::{blocking, connect_error, is_denied, joined, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions::Positions;
-use crate::record::{KafkaMessage, ReplicatedRecord};
+use crate::record::ReplicatedRecord;
 use crate::slots::slot_of;
 use crate::watch::Committed;
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
-    consumer: Arc<BaseConsumer>,
+    reader: Arc<SourceReader>,
     /// The flow's slot whose partitions this source reads ([`crate::slots`]).
     slot: u32,
     /// Topic names shared by every record of the topic.
@@ -88,14 +88,15 @@ impl KafkaSource {
             ("queued.max.messages.kbytes", prefetch.0.as_str()),
             ("queued.min.messages", prefetch.1.as_str()),
         ]);
-        let consumer: BaseConsumer = flow
+        let reader = flow
             .source
             .client_config(&settings)
             .set("group.id", format!("strait-{}", flow.name))
             .create()
+            .and_then(SourceReader::new)
             .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
         let mut source = Self {
-            consumer: Arc::new(consumer),
+            reader: Arc::new(reader),
             slot,
             names: TopicNames::default(),
             flow,
@@ -175,7 +176,7 @@ impl KafkaSource {
     /// The log-start and end offsets of each of `partitions` (one watermark query each, off the
     /// async workers). Errors: a backend error when the source does not answer.
     async fn watermarks(&self, partitions: Vec<(String, i32)>) -> ConnectResult<HashMap<(String, i32), (i64, i64)>> {
-        let consumer = self.consumer.clone();
+        let consumer = self.reader.consumer().clone();
         blocking(move || {
             partitions
                 .into_iter()
@@ -203,8 +204,8 @@ impl KafkaSource {
     /// `refresh_topics_interval_ms` from now.
     fn list_topics(&mut self) -> JoinHandle<Listed> {
         self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
-        let consumer = self.consumer.clone();
-        tokio::task::spawn_blocking(move || topic_partition_counts(consumer.client(), METADATA_TIMEOUT))
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || topic_partition_counts(reader.consumer().client(), METADATA_TIMEOUT))
     }
 
     /// Starts listing the source's topics in the background when a refresh is due, and applies
@@ -295,7 +296,10 @@ impl KafkaSource {
         }
         if new.count() > 0 {
             tracing::info!(flow = %self.flow.name, partitions = new.count(), "assigning new source partitions");
-            self.consumer.incremental_assign(&new).map_err(|e| ConnectError::backend("assign source partitions", e))?;
+            self.reader
+                .consumer()
+                .incremental_assign(&new)
+                .map_err(|e| ConnectError::backend("assign source partitions", e))?;
         }
         // Only once assigned: a failed assign is tried again at the next refresh.
         for (topic, p, offset) in starts {
@@ -345,33 +349,45 @@ struct Drained {
 }
 
 impl Drained {
-    /// Takes records from `consumer` until `max_records` or `max_bytes` is reached or none is
-    /// left, waiting up to `wait` for the first one.
+    /// Takes records from `reader` until `max_records` or `max_bytes` is reached or none is
+    /// left, waiting up to `wait` for the first one. The consumer's errors are served first.
     fn drain(
         &mut self,
-        consumer: &Arc<BaseConsumer>,
+        reader: &SourceReader,
         names: &mut TopicNames,
         max_records: usize,
         max_bytes: usize,
         mut wait: Duration,
         flow: &str,
     ) {
-        while self.records.len() < max_records && self.bytes < max_bytes {
-            match consumer.poll(wait) {
-                None => break,
-                Some(Ok(m)) => {
-                    let r = to_record(m, consumer, names);
-                    self.bytes += r.size_bytes;
-                    self.records.push(r);
+        let mut read = Vec::new();
+        for e in reader.events() {
+            self.failed(e, flow);
+        }
+        while self.denied.is_none() && self.records.len() < max_records && self.bytes < max_bytes {
+            if reader.read(max_records - self.records.len(), wait, &mut read) == 0 {
+                break;
+            }
+            for m in read.drain(..) {
+                match m {
+                    Ok(m) => {
+                        let r = to_record(m, names);
+                        self.bytes += r.size_bytes;
+                        self.records.push(r);
+                    }
+                    Err(e) => self.failed(e, flow),
                 }
-                Some(Err(e)) if e.rdkafka_error_code().is_some_and(is_denied) => {
-                    self.denied = Some(e);
-                    break;
-                }
-                // librdkafka reports transient broker errors here and keeps retrying itself.
-                Some(Err(e)) => tracing::warn!(flow, error = %e, "source consumer error"),
             }
             wait = Duration::ZERO;
+        }
+    }
+
+    /// Notes a refusal (no retry helps); logs any other error, which librdkafka retries itself.
+    fn failed(&mut self, e: KafkaError, flow: &str) {
+        if e.rdkafka_error_code().is_some_and(is_denied) {
+            self.denied.get_or_insert(e);
+        } else {
+            tracing::warn!(flow, error = %e, "source consumer error");
         }
     }
 }
@@ -394,24 +410,18 @@ fn start_records(starts: &HashMap<(Arc<str>, i32), i64>) -> Vec<ConnectRecord<()
 
 /// The record of `m`, holding the message itself (no copy of key and value); its headers are
 /// copied, as the loop guard edits them.
-fn to_record(
-    m: BorrowedMessage<'_>,
-    consumer: &Arc<BaseConsumer>,
-    names: &mut TopicNames,
-) -> ConnectRecord<(), ReplicatedRecord> {
-    let headers: Vec<Header> = m
-        .headers()
-        .map(|hs| hs.iter().map(|h| Header { key: h.key.to_string(), value: h.value.map(<[u8]>::to_vec) }).collect())
-        .unwrap_or_default();
+fn to_record(m: KafkaMessage, names: &mut TopicNames) -> ConnectRecord<(), ReplicatedRecord> {
+    let mut headers = Vec::new();
+    m.for_each_header(|key, value| headers.push(Header { key: key.to_string(), value: value.map(<[u8]>::to_vec) }));
     let size_bytes = 64
         + m.key().map_or(0, <[u8]>::len)
         + m.payload().map_or(0, <[u8]>::len)
         + headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len)).sum::<usize>();
-    let topic = names.get(m.topic());
-    let (partition, offset, timestamp_ms) = (m.partition(), m.offset(), m.timestamp().to_millis());
+    let topic = names.get(&m.topic());
+    let (partition, offset, timestamp_ms) = (m.partition(), m.offset(), m.timestamp_ms());
     ConnectRecord {
         key: None,
-        value: Some(ReplicatedRecord::Kafka(KafkaMessage::new(m, consumer.clone()))),
+        value: Some(ReplicatedRecord::Kafka(m)),
         timestamp_ms,
         headers,
         source_offset: SourceOffset { topic, partition, offset },
@@ -433,13 +443,13 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         // is, one blocking call waits up to `timeout` for the first record (then takes the rest
         // the same way): no hand-over to another thread while records flow.
         let mut batch = Drained { records: starts, bytes: 0, denied: None };
-        batch.drain(&self.consumer, &mut self.names, max_records, max_bytes, Duration::ZERO, &self.flow.name);
+        batch.drain(&self.reader, &mut self.names, max_records, max_bytes, Duration::ZERO, &self.flow.name);
         if batch.records.is_empty() && batch.denied.is_none() {
-            let consumer = self.consumer.clone();
+            let reader = self.reader.clone();
             let mut names = std::mem::take(&mut self.names);
             let flow = self.flow.name.clone();
             (batch, self.names) = blocking(move || {
-                batch.drain(&consumer, &mut names, max_records, max_bytes, timeout, &flow);
+                batch.drain(&reader, &mut names, max_records, max_bytes, timeout, &flow);
                 (batch, names)
             })
             .await;
@@ -469,18 +479,18 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
             tpl.add_partition_offset(topic, *partition, *offset)
                 .map_err(|e| ConnectError::offset(format!("rewind {topic} partition {partition}"), e))?;
         }
-        let consumer = self.consumer.clone();
+        let reader = self.reader.clone();
         blocking(move || {
             let mut all = tpl.clone();
             all.set_all_offsets(Offset::Invalid)?;
-            consumer.incremental_unassign(&all)?;
-            consumer.incremental_assign(&tpl)
+            reader.consumer().incremental_unassign(&all)?;
+            reader.consumer().incremental_assign(&tpl)
         })
         .await
         .map_err(|e| ConnectError::backend(format!("rewind the source of flow {}", self.flow.name), e))
     }
 
     async fn close(&mut self) -> ConnectResult<()> {
-        self.consumer.unassign().map_err(|e| ConnectError::backend("unassign source partitions", e))
+        self.reader.consumer().unassign().map_err(|e| ConnectError::backend("unassign source partitions", e))
     }
 }

@@ -5,21 +5,23 @@
 //!
 //! Plain, it has the producer settings Strait's records are produced with and a large prefetch.
 //! With `--as-strait` it asks of librdkafka exactly what Strait asks: Strait's consumer and
-//! producer settings (bounded prefetch, `read_committed`, gap-less idempotence); it reads each
-//! record's headers and writes them on with the header Strait's loop guard adds
-//! (`strait.provenance`, a 22-byte cluster id), built the same way. The plain pipe drops headers,
-//! which no replicator may do, and skips librdkafka's cost of reading them: it parses them on
-//! first access, an allocation even for a record without any. The gap between the `--as-strait`
-//! pipe and Strait is Strait's own work.
+//! producer settings (bounded prefetch, `read_committed`, gap-less idempotence); it reads in
+//! batches through Strait's [`strait::consume::SourceReader`], and reads each record's headers
+//! and writes them on with the header Strait's loop guard adds (`strait.provenance`, a 22-byte
+//! cluster id), built the same way. The plain pipe is rdkafka's own loop (`BaseConsumer::poll`, one
+//! record per call) and drops headers, which no replicator may do, and skips librdkafka's cost of
+//! reading them: it parses them on first access, an allocation even for a record without any. The
+//! gap between the `--as-strait` pipe and Strait is Strait's own work.
 
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext};
 use rdkafka::{Offset, TopicPartitionList};
+use strait::consume::SourceReader;
 use strait::producer::PolledProducer;
 
 // The allocator Strait runs with, so the pipe stays the floor of the same process setup.
@@ -82,21 +84,14 @@ fn main() {
         }
     }
     consumer.assign(&tpl).expect("assign");
-    let provenance: &[u8] = b"Fq1lVdAjQ5-0sbP-XmWQrA";
+    if as_strait {
+        as_strait_loop(&SourceReader::new(consumer).expect("reader"), &producer, prefix);
+    }
     loop {
         let Some(m) = consumer.poll(Duration::from_millis(100)) else { continue };
         let m = m.expect("consume");
         let topic = format!("{prefix}{}", m.topic());
         let mut record = BaseRecord::<[u8], [u8]>::to(&topic).partition(m.partition());
-        if as_strait {
-            let source = m.headers();
-            let mut headers = OwnedHeaders::new_with_capacity(source.map_or(0, |h| h.count()) + 1);
-            for h in source.iter().flat_map(|h| h.iter()) {
-                headers = headers.insert(h);
-            }
-            let header = Header { key: "strait.provenance", value: Some(provenance) };
-            record = record.headers(headers.insert(header));
-        }
         if let Some(k) = m.key() {
             record = record.key(k);
         }
@@ -106,15 +101,56 @@ fn main() {
         if let Some(ts) = m.timestamp().to_millis() {
             record = record.timestamp(ts);
         }
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    record = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err((e, _)) => panic!("produce failed: {e}"),
+        send(&producer, record);
+    }
+}
+
+/// The `--as-strait` loop: Strait's batch reads, each record's headers read and written on with
+/// the loop guard's.
+fn as_strait_loop(reader: &SourceReader, producer: &PolledProducer<DefaultProducerContext>, prefix: &str) -> ! {
+    let provenance: &[u8] = b"Fq1lVdAjQ5-0sbP-XmWQrA";
+    let mut read = Vec::new();
+    loop {
+        for e in reader.events() {
+            eprintln!("consumer error: {e}");
+        }
+        reader.read(usize::MAX, Duration::from_millis(100), &mut read);
+        for m in read.drain(..) {
+            let m = m.expect("consume");
+            let topic = format!("{prefix}{}", m.topic());
+            let mut record = BaseRecord::<[u8], [u8]>::to(&topic).partition(m.partition());
+            // As Strait's source and sink do: copied out, then written on with the loop guard's.
+            let mut source = Vec::new();
+            m.for_each_header(|key, value| source.push((key.to_string(), value.map(<[u8]>::to_vec))));
+            let mut headers = OwnedHeaders::new_with_capacity(source.len() + 1);
+            for (key, value) in &source {
+                headers = headers.insert(Header { key, value: value.as_deref() });
             }
+            record = record.headers(headers.insert(Header { key: "strait.provenance", value: Some(provenance) }));
+            if let Some(k) = m.key() {
+                record = record.key(k);
+            }
+            if let Some(v) = m.payload() {
+                record = record.payload(v);
+            }
+            if let Some(ts) = m.timestamp_ms() {
+                record = record.timestamp(ts);
+            }
+            send(producer, record);
+        }
+    }
+}
+
+/// Produces `record`, sleeping while librdkafka's queue is full. Panics on any other error.
+fn send(producer: &PolledProducer<DefaultProducerContext>, mut record: BaseRecord<'_, [u8], [u8]>) {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err((e, _)) => panic!("produce failed: {e}"),
         }
     }
 }

@@ -1,0 +1,271 @@
+//! Batch reads from the source consumer, through librdkafka's `rd_kafka_consume_batch_queue`,
+//! which rdkafka does not wrap.
+//!
+//! rdkafka's `BaseConsumer::poll` returns one record per call, and per call librdkafka reads the
+//! clock three times and rdkafka once more and allocates an event handle: about 6 % of Strait's CPU
+//! in a catch-up (issue 11). A batch read pays that once per call.
+//!
+//! A batch read serves the consumer queue's other operations itself, and would drop librdkafka's
+//! logs and client-wide errors (a refused login) arriving there. So the main queue, which rdkafka
+//! forwards to the consumer queue, is unforwarded: the consumer queue holds records and partition
+//! errors, and [`SourceReader::events`] serves the main queue (logs and errors) as rdkafka would.
+
+use std::borrow::Cow;
+use std::ffi::{c_char, c_void, CStr};
+use std::fmt;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::bindings as rdsys;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::ClientContext;
+use rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR;
+
+/// Records read per librdkafka call: enough to spread its per-call cost, few enough that a batch
+/// overshoots the caller's byte bound by little.
+const CHUNK: usize = 128;
+
+/// The source consumer, read in batches.
+pub struct SourceReader {
+    // Queue handles first: dropped before the consumer they belong to.
+    queue: Queue,
+    main: Queue,
+    consumer: Arc<BaseConsumer>,
+}
+
+/// A librdkafka queue handle of the consumer.
+struct Queue(NonNull<rdsys::rd_kafka_queue_t>);
+
+// SAFETY: librdkafka's queues are thread-safe; the handle is only destroyed on drop.
+unsafe impl Send for Queue {}
+unsafe impl Sync for Queue {}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from `rd_kafka_queue_get_*`, which gives the caller one reference.
+        unsafe { rdsys::rd_kafka_queue_destroy(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for SourceReader {
+    fn drop(&mut self) {
+        // rdkafka's forwarding back: librdkafka's teardown purges the main queue and, through the
+        // forwarding, records still queued for the consumer. Left there, they would hold their
+        // partitions, and the teardown would wait for them forever.
+        // SAFETY: live queue handles.
+        unsafe { rdsys::rd_kafka_queue_forward(self.main.0.as_ptr(), self.queue.0.as_ptr()) };
+    }
+}
+
+impl SourceReader {
+    /// Reads `consumer` (created with a `group.id`, so that rdkafka forwarded the main queue to
+    /// the consumer queue) in batches from now on: its main queue is unforwarded, and served by
+    /// [`Self::events`]. `BaseConsumer::poll` must not be called on it any more. Errors: a
+    /// consumer without a group.id (it has no consumer queue).
+    pub fn new(consumer: BaseConsumer) -> Result<Self, KafkaError> {
+        let rk = consumer.client().native_ptr();
+        // SAFETY: `rk` is a live consumer handle; each call returns a new queue reference or null.
+        let (queue, main) = unsafe { (rdsys::rd_kafka_queue_get_consumer(rk), rdsys::rd_kafka_queue_get_main(rk)) };
+        let (Some(queue), Some(main)) = (NonNull::new(queue).map(Queue), NonNull::new(main).map(Queue)) else {
+            return Err(KafkaError::ClientCreation("the consumer has no consumer queue (no group.id)".into()));
+        };
+        // SAFETY: a live queue handle; forwarding to null stops forwarding.
+        unsafe { rdsys::rd_kafka_queue_forward(main.0.as_ptr(), ptr::null_mut()) };
+        Ok(Self { queue, main, consumer: Arc::new(consumer) })
+    }
+
+    /// The consumer, for assignments and metadata.
+    pub fn consumer(&self) -> &Arc<BaseConsumer> {
+        &self.consumer
+    }
+
+    /// Serves the consumer's logs and errors as rdkafka does (to `tracing`), and returns its
+    /// client-wide errors (broker connections, a refused login), without waiting.
+    pub fn events(&self) -> Vec<KafkaError> {
+        let mut errors = vec![];
+        loop {
+            // SAFETY: a live queue handle; the event returned is ours to destroy.
+            let event = unsafe { rdsys::rd_kafka_queue_poll(self.main.0.as_ptr(), 0) };
+            if event.is_null() {
+                return errors;
+            }
+            // SAFETY: `event` is a live event until destroyed below.
+            unsafe {
+                match rdsys::rd_kafka_event_type(event) {
+                    rdsys::RD_KAFKA_EVENT_LOG => self.log(event),
+                    rdsys::RD_KAFKA_EVENT_ERROR => {
+                        let code = rdsys::rd_kafka_event_error(event);
+                        if code != RD_KAFKA_RESP_ERR_NO_ERROR {
+                            let reason = CStr::from_ptr(rdsys::rd_kafka_event_error_string(event)).to_string_lossy();
+                            self.consumer.context().error(KafkaError::Global(code.into()), reason.trim());
+                            errors.push(if rdsys::rd_kafka_event_error_is_fatal(event) != 0 {
+                                KafkaError::MessageConsumptionFatal(code.into())
+                            } else {
+                                KafkaError::MessageConsumption(code.into())
+                            });
+                        }
+                    }
+                    // Nothing else is asked for: no group rebalances or commits, no statistics.
+                    _ => {}
+                }
+                rdsys::rd_kafka_event_destroy(event);
+            }
+        }
+    }
+
+    /// # Safety
+    /// `event` is a live log event.
+    unsafe fn log(&self, event: *mut rdsys::rd_kafka_event_t) {
+        let (mut fac, mut text, mut level): (*const c_char, *const c_char, i32) = (ptr::null(), ptr::null(), 0);
+        if rdsys::rd_kafka_event_log(event, &mut fac, &mut text, &mut level) == 0 {
+            let level = match level {
+                0 => RDKafkaLogLevel::Emerg,
+                1 => RDKafkaLogLevel::Alert,
+                2 => RDKafkaLogLevel::Critical,
+                3 => RDKafkaLogLevel::Error,
+                4 => RDKafkaLogLevel::Warning,
+                5 => RDKafkaLogLevel::Notice,
+                6 => RDKafkaLogLevel::Info,
+                _ => RDKafkaLogLevel::Debug,
+            };
+            let (fac, text) = (CStr::from_ptr(fac).to_string_lossy(), CStr::from_ptr(text).to_string_lossy());
+            self.consumer.context().log(level, fac.trim(), text.trim());
+        }
+    }
+
+    /// Appends up to `max` records (or a partition's error) to `out`, waiting up to `wait` for
+    /// the first; returns how many were appended. Records of a partition come in offset order.
+    pub fn read(&self, max: usize, wait: Duration, out: &mut Vec<Result<KafkaMessage, KafkaError>>) -> usize {
+        let mut buf: [*mut rdsys::rd_kafka_message_t; CHUNK] = [ptr::null_mut(); CHUNK];
+        let want = max.min(CHUNK);
+        let wait_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: a live queue handle and a buffer of `want` slots.
+        let mut n = unsafe { rdsys::rd_kafka_consume_batch_queue(self.queue.0.as_ptr(), 0, buf.as_mut_ptr(), want) };
+        if n == 0 && wait_ms > 0 {
+            // A batch read with a timeout returns when its slots are full or the time is out, so
+            // wait for the first record alone, then take what else is there.
+            // SAFETY: as above, one slot, then the slots left.
+            n = unsafe { rdsys::rd_kafka_consume_batch_queue(self.queue.0.as_ptr(), wait_ms, buf.as_mut_ptr(), 1) };
+            if n == 1 && want > 1 {
+                let more = unsafe {
+                    rdsys::rd_kafka_consume_batch_queue(self.queue.0.as_ptr(), 0, buf[1..].as_mut_ptr(), want - 1)
+                };
+                n += more.max(0);
+            }
+        }
+        let n = usize::try_from(n).unwrap_or(0);
+        for &m in &buf[..n] {
+            // SAFETY: librdkafka returned `n` live messages, each handed over once here.
+            out.push(unsafe { KafkaMessage::take(m, &self.consumer) });
+        }
+        n
+    }
+}
+
+/// A record read from a source consumer, held (not copied) until dropped, and dropped before
+/// that consumer.
+pub struct KafkaMessage {
+    message: NonNull<rdsys::rd_kafka_message_t>,
+    _consumer: Arc<BaseConsumer>,
+}
+
+// SAFETY: a consumed message is read-only and librdkafka frees it from any thread.
+unsafe impl Send for KafkaMessage {}
+unsafe impl Sync for KafkaMessage {}
+
+impl KafkaMessage {
+    /// The record `m`, or its error (the message is then freed).
+    ///
+    /// # Safety
+    /// `m` is a live message read from `consumer`, not owned elsewhere.
+    unsafe fn take(m: *mut rdsys::rd_kafka_message_t, consumer: &Arc<BaseConsumer>) -> Result<Self, KafkaError> {
+        let err = (*m).err;
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            rdsys::rd_kafka_message_destroy(m);
+            return Err(KafkaError::MessageConsumption(err.into()));
+        }
+        Ok(Self { message: NonNull::new_unchecked(m), _consumer: consumer.clone() })
+    }
+
+    fn raw(&self) -> &rdsys::rd_kafka_message_t {
+        // SAFETY: live until `drop`.
+        unsafe { self.message.as_ref() }
+    }
+
+    /// Key bytes; `None` for a null key.
+    pub fn key(&self) -> Option<&[u8]> {
+        let m = self.raw();
+        // SAFETY: librdkafka's key buffer of `key_len` bytes, live with the message.
+        (!m.key.is_null()).then(|| unsafe { std::slice::from_raw_parts(m.key.cast::<u8>(), m.key_len) })
+    }
+
+    /// Value bytes; `None` for a tombstone.
+    pub fn payload(&self) -> Option<&[u8]> {
+        let m = self.raw();
+        // SAFETY: librdkafka's payload buffer of `len` bytes, live with the message.
+        (!m.payload.is_null()).then(|| unsafe { std::slice::from_raw_parts(m.payload.cast::<u8>(), m.len) })
+    }
+
+    /// Source topic name (Kafka's names are ASCII, so this borrows).
+    pub fn topic(&self) -> Cow<'_, str> {
+        // SAFETY: the topic handle lives with the message, and its name is a C string.
+        unsafe { CStr::from_ptr(rdsys::rd_kafka_topic_name(self.raw().rkt)) }.to_string_lossy()
+    }
+
+    /// Source partition.
+    pub fn partition(&self) -> i32 {
+        self.raw().partition
+    }
+
+    /// Upstream offset.
+    pub fn offset(&self) -> i64 {
+        self.raw().offset
+    }
+
+    /// Timestamp in ms (create or log-append time); `None` when the record has none.
+    pub fn timestamp_ms(&self) -> Option<i64> {
+        let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+        // SAFETY: a live message.
+        let ts = unsafe { rdsys::rd_kafka_message_timestamp(self.message.as_ptr(), &mut kind) };
+        (kind != rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE).then_some(ts)
+    }
+
+    /// Calls `f` with each header's key and value (`None` for a null value), in order.
+    pub fn for_each_header(&self, mut f: impl FnMut(&str, Option<&[u8]>)) {
+        let mut headers = ptr::null_mut();
+        // SAFETY: a live message; the headers it returns live with it.
+        if unsafe { rdsys::rd_kafka_message_headers(self.message.as_ptr(), &mut headers) } != RD_KAFKA_RESP_ERR_NO_ERROR
+        {
+            return;
+        }
+        for i in 0.. {
+            let (mut name, mut value, mut size): (*const c_char, *const c_void, usize) = (ptr::null(), ptr::null(), 0);
+            // SAFETY: live headers; the pointers returned live with them.
+            if unsafe { rdsys::rd_kafka_header_get_all(headers, i, &mut name, &mut value, &mut size) }
+                != RD_KAFKA_RESP_ERR_NO_ERROR
+            {
+                return;
+            }
+            // SAFETY: a header name is a C string, its value `size` bytes (or null).
+            let key = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+            let value = (!value.is_null()).then(|| unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) });
+            f(&key, value);
+        }
+    }
+}
+
+impl Drop for KafkaMessage {
+    fn drop(&mut self) {
+        // SAFETY: the message is ours (see `take`), freed once.
+        unsafe { rdsys::rd_kafka_message_destroy(self.message.as_ptr()) }
+    }
+}
+
+impl fmt::Debug for KafkaMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KafkaMessage({} partition {} offset {})", self.topic(), self.partition(), self.offset())
+    }
+}
