@@ -365,7 +365,13 @@ impl Drained {
             self.failed(e, flow);
         }
         while self.denied.is_none() && self.records.len() < max_records && self.bytes < max_bytes {
-            if reader.read(max_records - self.records.len(), wait, &mut read) == 0 {
+            // As many records as the bytes left hold at the average size so far (one record
+            // first): large records overshoot `max_bytes` by about one, not by a whole read.
+            let want = match self.records.len() {
+                0 => 1,
+                n => (max_records - n).min((max_bytes - self.bytes).div_ceil((self.bytes / n).max(64))),
+            };
+            if reader.read(want, wait, &mut read) == 0 {
                 break;
             }
             for m in read.drain(..) {
