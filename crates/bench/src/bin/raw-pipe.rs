@@ -91,17 +91,7 @@ fn main() {
         let Some(m) = consumer.poll(Duration::from_millis(100)) else { continue };
         let m = m.expect("consume");
         let topic = format!("{prefix}{}", m.topic());
-        let mut record = BaseRecord::<[u8], [u8]>::to(&topic).partition(m.partition());
-        if let Some(k) = m.key() {
-            record = record.key(k);
-        }
-        if let Some(v) = m.payload() {
-            record = record.payload(v);
-        }
-        if let Some(ts) = m.timestamp().to_millis() {
-            record = record.timestamp(ts);
-        }
-        send(&producer, record);
+        send(&producer, record_to(&topic, m.partition(), m.key(), m.payload(), m.timestamp().to_millis()));
     }
 }
 
@@ -118,7 +108,6 @@ fn as_strait_loop(reader: &SourceReader, producer: &PolledProducer<DefaultProduc
         for m in read.drain(..) {
             let m = m.expect("consume");
             let topic = format!("{prefix}{}", m.topic());
-            let mut record = BaseRecord::<[u8], [u8]>::to(&topic).partition(m.partition());
             // As Strait's source and sink do: copied out, then written on with the loop guard's.
             let mut source = Vec::new();
             m.for_each_header(|key, value| source.push((key.to_string(), value.map(<[u8]>::to_vec))));
@@ -126,19 +115,31 @@ fn as_strait_loop(reader: &SourceReader, producer: &PolledProducer<DefaultProduc
             for (key, value) in &source {
                 headers = headers.insert(Header { key, value: value.as_deref() });
             }
-            record = record.headers(headers.insert(Header { key: "strait.provenance", value: Some(provenance) }));
-            if let Some(k) = m.key() {
-                record = record.key(k);
-            }
-            if let Some(v) = m.payload() {
-                record = record.payload(v);
-            }
-            if let Some(ts) = m.timestamp_ms() {
-                record = record.timestamp(ts);
-            }
-            send(producer, record);
+            let headers = headers.insert(Header { key: "strait.provenance", value: Some(provenance) });
+            send(producer, record_to(&topic, m.partition(), m.key(), m.payload(), m.timestamp_ms()).headers(headers));
         }
     }
+}
+
+/// The record to produce to `partition` of `topic`; `None` leaves key, value or timestamp unset.
+fn record_to<'a>(
+    topic: &'a str,
+    partition: i32,
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+    timestamp_ms: Option<i64>,
+) -> BaseRecord<'a, [u8], [u8]> {
+    let mut record = BaseRecord::to(topic).partition(partition);
+    if let Some(k) = key {
+        record = record.key(k);
+    }
+    if let Some(v) = value {
+        record = record.payload(v);
+    }
+    if let Some(ts) = timestamp_ms {
+        record = record.timestamp(ts);
+    }
+    record
 }
 
 /// Produces `record`, sleeping while librdkafka's queue is full. Panics on any other error.
