@@ -40,7 +40,7 @@ const PRODUCER: &[(&str, &str)] = &[
 
 /// Strait's at-least-once record producer settings beyond `strait::sink`'s own lists: the
 /// producer queue of a flow with one slot.
-const PRODUCER_QUEUE_AS_STRAIT: &[(&str, &str)] = &[("queue.buffering.max.kbytes", "32768")];
+const PRODUCER_QUEUE_AS_STRAIT: &[(&str, &str)] = &[("queue.buffering.max.kbytes", "8192")];
 
 /// librdkafka settings, as lists applied in order.
 type Settings<'a> = &'a [&'a [(&'a str, &'a str)]];

@@ -89,8 +89,9 @@ async fn producer_service(
 ) -> ConnectResult<ProduceService<InFlight>> {
     let timeout_ms = transaction_timeout.map(|t| t.as_millis().to_string());
     let transactional_id = flow.transactional_id(slot);
-    // The 32 MiB queue is split between the flow's slots (see `Flow::slot_share`).
-    let queue_kbytes = flow.slot_share(32_768, 4_096).to_string();
+    // The 8 MiB queue is split between the flow's slots (see `Flow::slot_share`). It bounds the
+    // records held between put and ack, whatever the batch size: a full queue waits for acks.
+    let queue_kbytes = flow.slot_share(8_192, 2_048).to_string();
     let mut settings = PRODUCER_SETTINGS.to_vec();
     settings.push(("queue.buffering.max.kbytes", &queue_kbytes));
     match &timeout_ms {
