@@ -57,7 +57,7 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
     let mut tick = tokio::time::interval(LAG_INTERVAL.min(flow.progress_log_interval));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut gauges: HashMap<(String, i32), Gauge> = HashMap::new();
-    let (mut last_log, mut committed_then) = (Instant::now(), None::<i64>);
+    let (mut last_log, mut nexts_then) = (Instant::now(), None::<HashMap<(String, i32), i64>>);
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -86,13 +86,14 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
                 continue;
             }
         };
-        let (mut total_lag, mut total_committed) = (0, 0);
+        let mut total_lag = 0;
+        let mut nexts = HashMap::with_capacity(readings.len());
         // Per topic when series are aggregated: every partition of a topic shares one gauge.
         let per_partition = metrics().per_partition();
         let mut lags: HashMap<(String, i32), i64> = HashMap::new();
         for ((topic, partition), lag, next) in readings {
             total_lag += lag;
-            total_committed += next;
+            nexts.insert((topic.clone(), partition), next);
             *lags.entry((topic, if per_partition { partition } else { 0 })).or_default() += lag;
         }
         let (source, target) = (&flow.source.alias, &flow.target.alias);
@@ -112,13 +113,43 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
         }
         let elapsed = last_log.elapsed();
         if elapsed >= flow.progress_log_interval {
-            if let (true, Some(then)) = (total_lag > 0, committed_then) {
-                let rate = ((total_committed - then).max(0) as f64 / elapsed.as_secs_f64()).round() as u64;
+            if let (true, Some(then)) = (total_lag > 0, &nexts_then) {
+                let rate = (copied_since(then, &nexts) as f64 / elapsed.as_secs_f64()).round() as u64;
                 tracing::info!(flow = %flow.name, records_per_s = rate, lag = total_lag, "catching up");
             }
-            (last_log, committed_then) = (Instant::now(), Some(total_committed));
-        } else if committed_then.is_none() {
-            committed_then = Some(total_committed);
+            (last_log, nexts_then) = (Instant::now(), Some(nexts));
+        } else if nexts_then.is_none() {
+            nexts_then = Some(nexts);
         }
+    }
+}
+
+/// Records committed between two readings of each partition's next offset, counting only the
+/// partitions read both times: a partition assigned in between starts at its saved position, and
+/// counting that from 0 made the first "catching up" line report millions of records per second.
+fn copied_since(then: &HashMap<(String, i32), i64>, now: &HashMap<(String, i32), i64>) -> i64 {
+    now.iter().filter_map(|(key, next)| then.get(key).map(|before| (next - before).max(0))).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nexts(entries: &[(&str, i32, i64)]) -> HashMap<(String, i32), i64> {
+        entries.iter().map(|(t, p, n)| ((t.to_string(), *p), *n)).collect()
+    }
+
+    #[test]
+    fn a_partition_assigned_between_readings_counts_nothing_yet() {
+        let then = nexts(&[("a", 0, 100)]);
+        let now = nexts(&[("a", 0, 150), ("a", 1, 2_000_000)]);
+        assert_eq!(copied_since(&then, &now), 50);
+    }
+
+    #[test]
+    fn a_partition_that_moved_back_counts_zero_not_negative() {
+        let then = nexts(&[("a", 0, 100), ("b", 0, 10)]);
+        let now = nexts(&[("a", 0, 40), ("b", 0, 30)]);
+        assert_eq!(copied_since(&then, &now), 20);
     }
 }

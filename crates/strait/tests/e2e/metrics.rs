@@ -190,3 +190,36 @@ async fn metrics_per_topic_sum_the_partitions() {
     assert!(!scrape.contains("partition=\"0\""), "no per-partition series: {scrape}");
     assert!(strait.stop().success());
 }
+
+/// A restarted flow's "catching up" lines count only the records copied since the line before:
+/// the first line once counted the saved positions of partitions assigned after the first lag
+/// reading (millions of records per second with the whole backlog still to copy).
+#[tokio::test(flavor = "multi_thread")]
+async fn progress_lines_after_a_restart_count_only_records_copied() {
+    const FIRST: usize = 200_000;
+    const SECOND: usize = 100_000;
+    let f = TopicFlow::new("progress", 2).await;
+    let config = f.config("progress_log_interval_ms = 200");
+    let records = |n: usize| (0..n).map(|i| Rec::simple((i % 2) as i32, "v")).collect::<Vec<_>>();
+    produce(&f.a, &f.topic, &records(FIRST)).await;
+    let strait = Strait::launch(&f.p, &config, "info", &[]);
+    wait_until("first backlog copied", Duration::from_secs(120), || count(&f.b, &f.remote) == Some(FIRST as i64)).await;
+    assert!(strait.stop().success());
+    produce(&f.a, &f.topic, &records(SECOND)).await;
+    let strait = Strait::launch(&f.p, &config, "info", &[]);
+    wait_until("second backlog copied", Duration::from_secs(120), || {
+        count(&f.b, &f.remote) == Some((FIRST + SECOND) as i64)
+    })
+    .await;
+    let logs = strait.logs();
+    assert!(strait.stop().success());
+    // Each line's rate is over at least the 200 ms interval: rate × 0.2 s never exceeds what
+    // was copied in it, so the lines together cannot claim more than this run copied.
+    let rates: Vec<u64> = logs
+        .lines()
+        .filter(|l| l.contains("catching up"))
+        .filter_map(|l| l.split("records_per_s=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    let claimed = rates.iter().sum::<u64>() as f64 * 0.2;
+    assert!(claimed <= (SECOND + 1_000) as f64, "progress lines claim {claimed} records copied of {SECOND}: {rates:?}");
+}
