@@ -10,7 +10,8 @@
 //! `--only strait,raw-pipe` runs a subset of contenders (the report then lacks missing ratios).
 //! `--catch-up-only` runs only the uncompressed catch-up and prints each contender's median, and
 //! `--steady-only` only the steady state and prints its latencies; neither writes a report (they
-//! compare a change quickly). `--soak MINUTES` runs only the memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance
+//! compare a change quickly). `--partitions N` sets the catch-up topics' partitions (each of 2
+//! topics; default 6), to compare a change on a wide layout. `--soak MINUTES` runs only the memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance
 //! catch-ups ([`scale_out`]).
 
 mod contenders;
@@ -276,14 +277,19 @@ fn main() {
         (true, _) => &[("catch-up", "none")],
         _ => &[("catch-up", "none"), ("catch-up-lz4", "lz4")],
     };
+    let partitions: i32 = args
+        .windows(2)
+        .find(|w| w[0] == "--partitions")
+        .map(|w| w[1].parse().ok().filter(|n| *n > 0).unwrap_or_else(|| panic!("--partitions takes a count")))
+        .unwrap_or(6);
     let mut topics_of = BTreeMap::new();
     for &(name, compression) in workloads {
         let topics: Vec<String> = ["a", "b"].iter().map(|s| format!("{name}-{s}")).collect();
         for t in &topics {
-            load::create_topic(&bench.source, t, 6, &[("compression.type", "producer")]);
+            load::create_topic(&bench.source, t, partitions, &[("compression.type", "producer")]);
         }
         let t0 = Instant::now();
-        load::preload(&bench.source, &topics, 6, records, compression);
+        load::preload(&bench.source, &topics, partitions, records, compression);
         eprintln!("preloaded {records} records into {topics:?} ({compression}) in {:?}", t0.elapsed());
         topics_of.insert(name, topics);
     }
@@ -291,7 +297,7 @@ fn main() {
         let mut runs: BTreeMap<&str, Vec<CatchUp>> = BTreeMap::new();
         for _ in 0..repeat {
             for &c in &contenders {
-                runs.entry(c.name()).or_default().push(bench.catch_up(c, name, &topics_of[name], 6));
+                runs.entry(c.name()).or_default().push(bench.catch_up(c, name, &topics_of[name], partitions));
             }
         }
         for &c in &contenders {
