@@ -222,23 +222,24 @@ impl Bench {
     }
 }
 
+/// The value after `flag` in `args`, if the flag is there.
+fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.windows(2).find(|w| w[0] == flag).map(|w| w[1].as_str())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let only: Vec<String> = args
-        .windows(2)
-        .find(|w| w[0] == "--only")
-        .map(|w| w[1].split(',').map(str::to_string).collect())
-        .unwrap_or_default();
-    let repeat: usize = args
-        .windows(2)
-        .find(|w| w[0] == "--repeat")
-        .and_then(|w| w[1].parse().ok())
-        .unwrap_or(if quick { 1 } else { 3 })
-        .max(1);
-    let soak_minutes: Option<u64> = args.windows(2).find(|w| w[0] == "--soak").map(|w| {
-        w[1].parse().ok().filter(|m| *m >= 2).unwrap_or_else(|| panic!("--soak takes whole minutes, at least 2"))
+    let only: Vec<String> =
+        flag(&args, "--only").map(|v| v.split(',').map(str::to_string).collect()).unwrap_or_default();
+    let repeat: usize =
+        flag(&args, "--repeat").and_then(|v| v.parse().ok()).unwrap_or(if quick { 1 } else { 3 }).max(1);
+    let soak_minutes: Option<u64> = flag(&args, "--soak").map(|v| {
+        v.parse().ok().filter(|m| *m >= 2).unwrap_or_else(|| panic!("--soak takes whole minutes, at least 2"))
     });
+    let partitions: i32 = flag(&args, "--partitions")
+        .map(|v| v.parse().ok().filter(|n| *n > 0).unwrap_or_else(|| panic!("--partitions takes a count")))
+        .unwrap_or(6);
     let contenders: Vec<Contender> =
         Contender::ALL.into_iter().filter(|c| only.is_empty() || only.iter().any(|o| o == c.name())).collect();
     let root = strait_testkit::repo_root();
@@ -278,11 +279,6 @@ fn main() {
         (true, _) => &[("catch-up", "none")],
         _ => &[("catch-up", "none"), ("catch-up-lz4", "lz4")],
     };
-    let partitions: i32 = args
-        .windows(2)
-        .find(|w| w[0] == "--partitions")
-        .map(|w| w[1].parse().ok().filter(|n| *n > 0).unwrap_or_else(|| panic!("--partitions takes a count")))
-        .unwrap_or(6);
     let mut topics_of = BTreeMap::new();
     for &(name, compression) in workloads {
         let topics: Vec<String> = ["a", "b"].iter().map(|s| format!("{name}-{s}")).collect();

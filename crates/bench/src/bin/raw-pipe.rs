@@ -38,10 +38,6 @@ const PRODUCER: &[(&str, &str)] = &[
     ("queue.buffering.max.kbytes", "131072"),
 ];
 
-/// Strait's at-least-once record producer settings beyond `strait::sink`'s own lists: the
-/// producer queue of a flow with one slot.
-const PRODUCER_QUEUE_AS_STRAIT: &[(&str, &str)] = &[("queue.buffering.max.kbytes", "8192")];
-
 /// librdkafka settings, as lists applied in order.
 type Settings<'a> = &'a [&'a [(&'a str, &'a str)]];
 
@@ -65,10 +61,14 @@ fn main() {
         std::process::exit(2);
     }
     let (source, target, prefix, topics) = (&args[0], &args[1], &args[2], &args[3..]);
+    // Strait's at-least-once record producer settings beyond `strait::sink`'s own lists: the
+    // producer queue of a flow with one slot.
+    let queue_kbytes = strait::sink::PRODUCER_QUEUE_KBYTES.to_string();
+    let queue_as_strait = [("queue.buffering.max.kbytes", queue_kbytes.as_str())];
     let (consumer, producer): (Settings, Settings) = if as_strait {
         (
             &[strait::source::CONSUMER_SETTINGS],
-            &[strait::sink::PRODUCER_SETTINGS, strait::sink::AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_AS_STRAIT],
+            &[strait::sink::PRODUCER_SETTINGS, strait::sink::AT_LEAST_ONCE_SETTINGS, &queue_as_strait],
         )
     } else {
         (&[CONSUMER], &[PRODUCER])

@@ -51,6 +51,11 @@ pub const PRODUCER_SETTINGS: &[(&str, &str)] = &[
 /// librdkafka's `batch.size` for records (bytes): a batch holds records of one partition up to it.
 const BATCH_BYTES: &str = "1000000";
 
+/// librdkafka's `queue.buffering.max.kbytes` of a flow's record producer (8 MiB), split between
+/// its slots. It bounds the records held between put and ack, whatever the batch size: a full
+/// queue waits for acks.
+pub const PRODUCER_QUEUE_KBYTES: usize = 8_192;
+
 /// Added in at-least-once mode.
 pub const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
     // A batch that fails for good (say, too large for the target) stops the producer instead of
@@ -89,9 +94,8 @@ async fn producer_service(
 ) -> ConnectResult<ProduceService<InFlight>> {
     let timeout_ms = transaction_timeout.map(|t| t.as_millis().to_string());
     let transactional_id = flow.transactional_id(slot);
-    // The 8 MiB queue is split between the flow's slots (see `Flow::slot_share`). It bounds the
-    // records held between put and ack, whatever the batch size: a full queue waits for acks.
-    let queue_kbytes = flow.slot_share(8_192, 2_048).to_string();
+    // The queue is split between the flow's slots (see `Flow::slot_share`).
+    let queue_kbytes = flow.slot_share(PRODUCER_QUEUE_KBYTES, 2_048).to_string();
     let mut settings = PRODUCER_SETTINGS.to_vec();
     settings.push(("queue.buffering.max.kbytes", &queue_kbytes));
     match &timeout_ms {
