@@ -189,10 +189,14 @@ async fn clients_of_vanished_groups_are_closed() {
         groups.iter().all(|g| committed(&f.b, g, &f.remote, 1).contains_key(&0))
     })
     .await;
-    let scrape = http_get(&metrics, "/metrics").expect("metrics served").1;
+    // The counter follows the commit it counts, so it is read until it catches up.
     let synced = format!("strait_group_offset_syncs_total{{source=\"{}\",target=\"{}\"}} ", f.src, f.dst);
-    let synced: f64 = scrape.lines().find_map(|l| l.strip_prefix(&synced)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    assert!(synced >= GROUPS as f64, "a group offset sync per group counted: {synced}");
+    wait_until("a group offset sync per group counted", Duration::from_secs(10), || {
+        let scrape = http_get(&metrics, "/metrics").expect("metrics served").1;
+        let n: f64 = scrape.lines().find_map(|l| l.strip_prefix(&synced)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        n >= GROUPS as f64
+    })
+    .await;
     let with_groups = strait.threads();
     let source = admin(&f.a);
     let names: Vec<&str> = groups.iter().map(String::as_str).collect();

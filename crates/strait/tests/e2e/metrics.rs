@@ -33,16 +33,22 @@ async fn metrics_health_and_ready_through_real_brokers() {
     }
     assert!(max_lag > 0.0, "lag seen while catching up");
     // The lag is read every 200 ms here (every 5 s by default): it reaches 0 once caught up.
-    wait_until("lag 0 once caught up", Duration::from_secs(10), || {
+    // Records count at their ack, offset syncs at the commit after it (up to
+    // `commit_interval_ms` later), so the syncs are read from a scrape taken after both.
+    wait_until("lag 0 and offset syncs written once caught up", Duration::from_secs(10), || {
         http_get(&addr, "/metrics").is_some_and(|(_, scrape)| {
-            (0..2).all(|p| sample(&scrape, "strait_replication_lag_records", &partition(p)) == Some(0.0))
+            let settled = (0..2).all(|p| {
+                sample(&scrape, "strait_replication_lag_records", &partition(p)) == Some(0.0)
+                    && sample(&scrape, "strait_offset_syncs_total", &partition(p)).is_some_and(|n| n >= 1.0)
+            });
+            last = scrape;
+            settled
         })
     })
     .await;
     for p in 0..2 {
         assert_eq!(sample(&last, "strait_replication_latency_ms_count", &partition(p)), Some(PER_PARTITION as f64));
         assert!(sample(&last, "strait_bytes_total", &partition(p)).unwrap() >= PER_PARTITION as f64, "{last}");
-        assert!(sample(&last, "strait_offset_syncs_total", &partition(p)).unwrap() >= 1.0, "{last}");
     }
     assert_eq!(sample(&last, "strait_flow_up", &format!("source=\"{}\",target=\"{}\"", f.src, f.dst)), Some(1.0));
     assert_eq!(http_get(&addr, "/health").map(|r| r.0), Some(200));
@@ -73,12 +79,17 @@ async fn status_shows_positions_lag_and_checkpoints_without_strait_running() {
     })
     .await;
     // MM2's checkpoint-latency-ms and the checkpoint count, per group partition and per flow.
-    let scrape = http_get(&addr, "/metrics").unwrap().1;
+    // Both are set once the checkpoint's ack is handled, which may follow its being readable.
     let group_partition =
         format!("source=\"{}\",target=\"{}\",group=\"{group}\",topic=\"{}\",partition=\"1\"", f.src, f.dst, f.remote);
-    assert!(sample(&scrape, "strait_checkpoint_latency_ms", &group_partition).is_some_and(|ms| ms >= 0.0), "{scrape}");
     let flow = format!("source=\"{}\",target=\"{}\"", f.src, f.dst);
-    assert!(sample(&scrape, "strait_checkpoints_total", &flow).is_some_and(|n| n >= 2.0), "{scrape}");
+    wait_until("checkpoint latency and count served", Duration::from_secs(10), || {
+        http_get(&addr, "/metrics").is_some_and(|(_, scrape)| {
+            sample(&scrape, "strait_checkpoint_latency_ms", &group_partition).is_some_and(|ms| ms >= 0.0)
+                && sample(&scrape, "strait_checkpoints_total", &flow).is_some_and(|n| n >= 2.0)
+        })
+    })
+    .await;
     assert!(strait.stop().success());
     produce(&f.a, &f.topic, &(0..10).map(|_| Rec::simple(0, "later")).collect::<Vec<_>>()).await;
 
