@@ -53,7 +53,7 @@ const BATCH_BYTES: &str = "1000000";
 
 /// librdkafka's `queue.buffering.max.kbytes` of a flow's record producer (8 MiB), split between
 /// its slots. It bounds the records held between put and ack, whatever the batch size: a full
-/// queue waits for acks.
+/// queue holds the next record back until acks make room.
 pub const PRODUCER_QUEUE_KBYTES: usize = 8_192;
 
 /// Added in at-least-once mode.

@@ -190,11 +190,10 @@ async fn clients_of_vanished_groups_are_closed() {
     })
     .await;
     // The counter follows the commit it counts, so it is read until it catches up.
-    let synced = format!("strait_group_offset_syncs_total{{source=\"{}\",target=\"{}\"}} ", f.src, f.dst);
+    let flow = format!("source=\"{}\",target=\"{}\"", f.src, f.dst);
     wait_until("a group offset sync per group counted", Duration::from_secs(10), || {
         let scrape = http_get(&metrics, "/metrics").expect("metrics served").1;
-        let n: f64 = scrape.lines().find_map(|l| l.strip_prefix(&synced)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-        n >= GROUPS as f64
+        sample(&scrape, "strait_group_offset_syncs_total", &flow).is_some_and(|n| n >= GROUPS as f64)
     })
     .await;
     let with_groups = strait.threads();
