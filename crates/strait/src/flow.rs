@@ -346,6 +346,6 @@ async fn run_checkpoints(flow: Arc<Flow>, producer: crate::kafka::ControlProduce
 /// the source starts.
 async fn start(flow: Arc<Flow>, slot: u32, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
     let (sink, saved) = TargetSink::start(flow.clone(), slot).await?;
-    let source = KafkaSource::start(flow, slot, saved, committed).await?;
+    let source = KafkaSource::start(flow, slot, saved, committed, sink.topic_ids()).await?;
     Ok((source, sink))
 }

@@ -83,6 +83,7 @@ pub struct Metrics {
     offset_syncs: Family<PartitionLabels, Counter>,
     flow_up: Family<FlowLabels, Gauge>,
     residency_dropped: Family<TopicLabels, Counter>,
+    topics_recreated: Family<TopicLabels, Counter>,
     loop_guard_dropped: Family<FlowLabels, Counter>,
     checkpoints: Family<FlowLabels, Counter>,
     group_offset_syncs: Family<FlowLabels, Counter>,
@@ -151,6 +152,7 @@ impl Metrics {
             offset_syncs: Family::default(),
             flow_up: Family::default(),
             residency_dropped: Family::default(),
+            topics_recreated: Family::default(),
             loop_guard_dropped: Family::default(),
             checkpoints: Family::default(),
             group_offset_syncs: Family::default(),
@@ -175,6 +177,11 @@ impl Metrics {
         r.register("strait_offset_syncs", "MM2 offset syncs written", m.offset_syncs.clone());
         r.register("strait_flow_up", "1 while the flow runs, 0 otherwise", m.flow_up.clone());
         r.register("strait_residency_dropped", "Records dropped by the residency gate", m.residency_dropped.clone());
+        r.register(
+            "strait_source_topics_recreated",
+            "Times a source topic was found deleted and created again (a new topic id): copied again from its log start",
+            m.topics_recreated.clone(),
+        );
         r.register("strait_loop_guard_dropped", "Records dropped by the loop guard", m.loop_guard_dropped.clone());
         r.register("strait_checkpoints", "MM2 checkpoints written", m.checkpoints.clone());
         r.register(
@@ -211,6 +218,12 @@ impl Metrics {
     /// Drops the lag series of `topic`/`partition` (another instance replicates it now).
     pub fn forget_lag(&self, source: &str, target: &str, topic: &str, partition: i32) {
         self.lag.remove(&self.partition_labels(source, target, topic, partition));
+    }
+
+    /// How often source `topic` was found recreated (`strait_source_topics_recreated_total`).
+    pub fn topic_recreated(&self, source: &str, target: &str, topic: &str) -> Counter {
+        let labels = TopicLabels { source: source.into(), target: target.into(), topic: topic.into() };
+        self.topics_recreated.get_or_create(&labels).clone()
     }
 
     /// The residency drop counter of one source topic.

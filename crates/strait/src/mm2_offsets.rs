@@ -44,7 +44,10 @@ pub async fn load(flow: &Flow) -> Result<Positions, KafkaError> {
                 let Some(source) = partition_of(&key, &alias) else { continue };
                 match value.as_deref().and_then(next_offset) {
                     Some(next) => {
-                        out.insert(source, Saved { next_offset: next, last_timestamp: None, last_downstream: None });
+                        out.insert(
+                            source,
+                            Saved { next_offset: next, last_timestamp: None, last_downstream: None, topic_id: None },
+                        );
                     }
                     None => {
                         out.remove(&source);

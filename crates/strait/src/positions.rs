@@ -5,15 +5,18 @@
 //!
 //! Keeping positions on the target means Strait needs no consumer group and no write access on the
 //! source, and a position is saved on the cluster the data went to. Each position also keeps the
-//! timestamp of the last replicated record, so a topic recreated under the same name while Strait
-//! was stopped is recognised ([`crate::source`] checks it) instead of resumed mid-way.
+//! id of the source topic (KIP-516) its offset belongs to, and the timestamp of the last
+//! replicated record, so a topic recreated under the same name is recognised ([`crate::source`]
+//! checks both) instead of resumed mid-way.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use rdkafka::error::KafkaError;
 use serde::{Deserialize, Serialize};
 use strait_connect::SourceOffset;
 
+use crate::admin::TopicId;
 use crate::config::ClusterConfig;
 use crate::kafka::read_to_end;
 
@@ -34,10 +37,12 @@ struct Value {
     last_timestamp: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_downstream: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    topic_id: Option<TopicId>,
 }
 
 /// A saved position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Saved {
     /// Next source offset to read.
     pub next_offset: i64,
@@ -46,23 +51,28 @@ pub struct Saved {
     /// Target offset of the last record of the partition written to the target, when known: the
     /// target partition must end after it.
     pub last_downstream: Option<i64>,
+    /// Id of the source topic `next_offset` belongs to, when known (positions saved before ids
+    /// were kept, or taken from MirrorMaker 2's offsets, have none).
+    pub topic_id: Option<TopicId>,
 }
 
 /// Saved position per (source topic, partition).
 pub type Positions = HashMap<(String, i32), Saved>;
 
-/// Key and value of the positions record saying that `flow` handled `position` (the last record
-/// of its partition, whose timestamp was `last_timestamp` ms; the last record written to the
-/// target sits at `last_downstream`): the stored next offset is `position.offset + 1`. JSON, so
-/// operators can read it with any console consumer.
+/// Key and value of the positions record saying that `flow` handled `position` of the source
+/// topic whose id is `topic_id` (the last record of its partition, whose timestamp was
+/// `last_timestamp` ms; the last record written to the target sits at `last_downstream`): the
+/// stored next offset is `position.offset + 1`. JSON, so operators can read it with any console
+/// consumer.
 pub fn encode(
     flow: &str,
     position: &SourceOffset,
     last_timestamp: Option<i64>,
     last_downstream: Option<i64>,
+    topic_id: Option<TopicId>,
 ) -> (Vec<u8>, Vec<u8>) {
     let key = Key { flow: flow.to_string(), topic: position.topic.to_string(), partition: position.partition };
-    let value = Value { next_offset: position.offset + 1, last_timestamp, last_downstream };
+    let value = Value { next_offset: position.offset + 1, last_timestamp, last_downstream, topic_id };
     // Serializing plain structs of strings and integers cannot fail.
     (serde_json::to_vec(&key).unwrap_or_default(), serde_json::to_vec(&value).unwrap_or_default())
 }
@@ -81,11 +91,31 @@ pub async fn load(target: &ClusterConfig, flow: &str) -> Result<Positions, Kafka
                 next_offset: v.next_offset,
                 last_timestamp: v.last_timestamp,
                 last_downstream: v.last_downstream,
+                topic_id: v.topic_id,
             };
             positions.insert((k.topic, k.partition), saved);
         }
     }
     Ok(positions)
+}
+
+/// The id of each source topic whose records a flow's slot is copying: set by the source when it
+/// assigns a topic's partitions, read by the sink when it saves their positions. A recreated
+/// topic's new id is set only once every record of the old topic read is committed, so each
+/// position carries the id of the topic its offset belongs to.
+#[derive(Clone, Default)]
+pub struct TopicIds(Arc<Mutex<HashMap<Arc<str>, TopicId>>>);
+
+impl TopicIds {
+    /// The id in force for `topic`, if known.
+    pub fn get(&self, topic: &str) -> Option<TopicId> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(topic).cloned()
+    }
+
+    /// Makes `id` the id of `topic`.
+    pub fn set(&self, topic: &Arc<str>, id: TopicId) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(topic.clone(), id);
+    }
 }
 
 #[cfg(test)]
@@ -94,10 +124,21 @@ mod tests {
 
     #[test]
     fn encodes_the_next_offset_and_keeps_the_format() {
-        let (k, v) = encode("a->b", &SourceOffset { topic: "orders".into(), partition: 3, offset: 41 }, Some(7), None);
+        let at = SourceOffset { topic: "orders".into(), partition: 3, offset: 41 };
+        let (k, v) = encode("a->b", &at, Some(7), None, None);
         assert_eq!(k, br#"{"flow":"a->b","topic":"orders","partition":3}"#);
         assert_eq!(v, br#"{"next_offset":42,"last_timestamp":7}"#);
-        let (_, v) = encode("a->b", &SourceOffset { topic: "orders".into(), partition: 3, offset: 41 }, None, Some(9));
+        let (_, v) = encode("a->b", &at, None, Some(9), None);
         assert_eq!(v, br#"{"next_offset":42,"last_timestamp":null,"last_downstream":9}"#);
+        let id = TopicId("Dm5aXb3nQ9-tH9t1jq4b1Q".into());
+        let (_, v) = encode("a->b", &at, Some(7), Some(9), Some(id.clone()));
+        assert_eq!(
+            v,
+            br#"{"next_offset":42,"last_timestamp":7,"last_downstream":9,"topic_id":"Dm5aXb3nQ9-tH9t1jq4b1Q"}"#
+        );
+        let read: Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(read.topic_id, Some(id));
+        let old: Value = serde_json::from_slice(br#"{"next_offset":42,"last_timestamp":7}"#).unwrap();
+        assert_eq!(old.topic_id, None);
     }
 }

@@ -2,7 +2,7 @@
 //! only the legacy AlterConfigs, which replaces every dynamic config of the topic (losing the
 //! target-only overrides KIP-894 says config sync must leave alone).
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::ptr;
 use std::time::Duration;
 
@@ -11,30 +11,7 @@ use rdkafka::bindings as rd;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
-/// Owns a librdkafka object and destroys it when dropped, so every exit path frees it.
-struct Owned<T>(*mut T, unsafe extern "C" fn(*mut T));
-
-impl<T> Drop for Owned<T> {
-    fn drop(&mut self) {
-        if !self.0.is_null() {
-            // SAFETY: the pointer came from the matching librdkafka constructor and is freed once.
-            unsafe { (self.1)(self.0) }
-        }
-    }
-}
-
-/// A config error for `what`, logged with librdkafka's message.
-fn failed(what: &str, code: rd::rd_kafka_resp_err_t, message: *const std::os::raw::c_char) -> KafkaError {
-    let code = RDKafkaErrorCode::from(code);
-    let message = if message.is_null() {
-        String::new()
-    } else {
-        // SAFETY: librdkafka returns a NUL-terminated string that lives as long as its owner.
-        unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned()
-    };
-    tracing::warn!(code = %code, "{what}: {message}");
-    KafkaError::AdminOp(code)
-}
+use super::ffi::{failed, Owned};
 
 /// Sets `configs` (name, value) on `topic`, leaving its other configs as they are. Blocks up to
 /// `timeout`. Errors: the broker's error for the topic (say, an unknown config or a value out of

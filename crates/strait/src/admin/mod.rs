@@ -2,7 +2,11 @@
 //! Strait's compacted state topics), partition counts, partition growth, and the topic configs
 //! worth copying and setting them.
 
+mod ffi;
 mod incremental;
+mod topic_ids;
+
+pub use topic_ids::{topic_ids, TopicId};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -26,7 +26,7 @@ use crate::admin::{Admin, LARGEST_BATCH_BYTES};
 use crate::config::{Delivery, Flow, SyncsLocation};
 use crate::kafka::{cluster_id, connect_error, control_producer};
 use crate::mm2_offsets;
-use crate::positions::{self, Positions, POSITIONS_TOPIC};
+use crate::positions::{self, Positions, TopicIds, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
 use loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use service::ProduceService;
@@ -193,6 +193,8 @@ pub struct TargetSink {
     renew_producer: bool,
     /// Offset and timestamp (ms) of the last record put per source partition, saved with positions.
     last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
+    /// The id of each source topic, saved with its positions (set by the source).
+    topic_ids: TopicIds,
     /// At-least-once mode: source partitions whose first record from this producer is in flight,
     /// not yet acknowledged. Their next record waits for it (see [`Self::put`]).
     unproven: HashSet<(Arc<str>, i32)>,
@@ -275,6 +277,7 @@ impl TargetSink {
             transaction_began: None,
             renew_producer: false,
             last: HashMap::new(),
+            topic_ids: TopicIds::default(),
             unproven: HashSet::new(),
             stats: SinkMetrics::new(&flow),
             flow,
@@ -285,6 +288,12 @@ impl TargetSink {
             zero_timestamps: HashMap::new(),
         };
         Ok((sink, saved))
+    }
+
+    /// The source topic ids this sink saves with positions: the source of the same slot sets them
+    /// ([`crate::source::KafkaSource::start`]).
+    pub fn topic_ids(&self) -> TopicIds {
+        self.topic_ids.clone()
     }
 
     /// A [`ConnectError`] for a failed write described by `context`: a fenced producer stops
@@ -414,8 +423,13 @@ impl TargetSink {
                     .get(&(topic.clone(), partition))
                     .filter(|(o, _)| *o == position.offset)
                     .and_then(|(_, ts)| *ts);
-                let (key, value) =
-                    positions::encode(&self.flow.name, position, ts, self.syncs.last_downstream(topic, partition));
+                let (key, value) = positions::encode(
+                    &self.flow.name,
+                    position,
+                    ts,
+                    self.syncs.last_downstream(topic, partition),
+                    self.topic_ids.get(topic),
+                );
                 (position.clone(), key, value)
             })
             .collect()

@@ -55,34 +55,6 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn topic_recreated_while_stopped_is_replicated_from_its_start() {
-    use rdkafka::admin::AdminOptions;
-    let f = TopicFlow::new("recr", 1).await;
-    let config = f.config("");
-    let TopicFlow { a, b, p, topic, remote, .. } = f;
-    produce(&a, &topic, &(0..50).map(|i| Rec::simple(0, &format!("old{i}"))).collect::<Vec<_>>()).await;
-    let strait = Strait::start(&p, &config);
-    wait_until("first generation replicated", Duration::from_secs(60), || count(&b, &remote) == Some(50)).await;
-    assert!(strait.stop().success());
-
-    // Deleted and recreated under the same name, with more records than the saved position.
-    admin(&a).delete_topics(&[&topic], &AdminOptions::new()).await.unwrap();
-    wait_until("topic deleted", Duration::from_secs(30), || !topic_exists(&a, &topic)).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    create_topic(&a, &topic, 1, &[]).await;
-    produce(&a, &topic, &(0..120).map(|i| Rec::simple(0, &format!("new{i}"))).collect::<Vec<_>>()).await;
-
-    let strait = Strait::start(&format!("{p}-again"), &config);
-    wait_until("second generation replicated whole", Duration::from_secs(60), || count(&b, &remote) == Some(170)).await;
-    let logs = strait.logs();
-    assert!(strait.stop().success());
-    assert!(logs.contains("the topic was recreated"), "{logs}");
-    let values: Vec<Vec<u8>> =
-        read_all(&b, &remote, false).remove(&0).unwrap().into_iter().map(|(_, r)| r.value.unwrap()).collect();
-    assert!((0..120).all(|i| values.contains(&format!("new{i}").into_bytes())), "no record of the new topic skipped");
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn records_deleted_on_the_source_before_replication_are_reported_as_lost() {
     source_gap("continue").await;
 }

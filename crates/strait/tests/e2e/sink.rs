@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use strait::admin::TopicId;
 use strait::config::Config;
 use strait::positions::{self, Saved};
 use strait::record::ReplicatedRecord;
@@ -51,6 +52,9 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     let (mut sink, saved) = TargetSink::start(flow.clone(), 0).await.expect("sink starts against real brokers");
     assert!(!sink.supports_transactions(), "at-least-once sink");
     assert!(saved.is_empty(), "a new flow has no positions");
+    // The source sets the id of the topic a position belongs to; the sink saves it with it.
+    let id = TopicId("Dm5aXb3nQ9-tH9t1jq4b1Q".into());
+    sink.topic_ids().set(&topic, id.clone());
 
     // Offsets 0..=9 with a record without payload at 5 (skipped, so upstream 6 follows a gap).
     let batch: Vec<_> = (0..10).map(|o| record(&topic, o, (o != 5).then_some("v"))).collect();
@@ -74,7 +78,12 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     let saved = positions::load(&flow.target, &flow.name).await.unwrap();
     assert_eq!(
         saved.get(&(topic.to_string(), 0)),
-        Some(&Saved { next_offset: 10, last_timestamp: Some(1_700_000_000_009), last_downstream: Some(8) })
+        Some(&Saved {
+            next_offset: 10,
+            last_timestamp: Some(1_700_000_000_009),
+            last_downstream: Some(8),
+            topic_id: Some(id)
+        })
     );
 }
 

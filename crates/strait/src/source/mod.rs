@@ -6,7 +6,11 @@
 //! the sink from the target, [`crate::positions`]); where none, at the start of the partition, or
 //! at its end for a new topic with `start_from = "latest"`. It saves nothing itself.
 //! Topics and partitions that appear are picked up at the next refresh (every
-//! `refresh_topics_interval_ms`).
+//! `refresh_topics_interval_ms`), which also compares each topic's id (KIP-516) with the one its
+//! partitions were assigned under: a topic deleted and created again is copied from its log
+//! start ([`recreation`]).
+
+mod recreation;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -19,13 +23,16 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 use tokio::task::JoinHandle;
 
+use crate::admin::{topic_ids, TopicId};
 use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
 use crate::consume::{KafkaMessage, SourceReader};
 use crate::kafka::{blocking, connect_error, is_denied, joined, topic_partition_counts, METADATA_TIMEOUT};
-use crate::positions::Positions;
+use crate::metrics::metrics;
+use crate::positions::{Positions, TopicIds};
 use crate::record::ReplicatedRecord;
 use crate::slots::slot_of;
 use crate::watch::Committed;
+use recreation::Recreations;
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
@@ -50,14 +57,20 @@ pub struct KafkaSource {
     emit_starts: bool,
     /// The committed position of each assigned partition, read by [`crate::watch`].
     committed: Committed,
+    /// The id each topic's partitions were assigned under, shared with the sink, which saves it
+    /// with their positions.
+    ids: TopicIds,
+    /// Topics deleted and created again while this source ran.
+    recreations: Recreations,
     next_refresh: Instant,
     /// The source's topic list being fetched for the next refresh, off the poll path: a metadata
     /// round trip inline would hold up every record arriving meanwhile.
     listing: Option<JoinHandle<Listed>>,
 }
 
-/// The source's topics, each with its partition count.
-type Listed = Result<Vec<(String, usize)>, KafkaError>;
+/// The source's topics, each with its partition count and, for the topics the flow replicates,
+/// its id when the cluster gave one.
+type Listed = Result<Vec<(String, usize, Option<TopicId>)>, KafkaError>;
 
 /// librdkafka settings of the source consumer (and of the position check's reader).
 pub const CONSUMER_SETTINGS: &[(&str, &str)] = &[
@@ -78,9 +91,17 @@ pub const CONSUMER_SETTINGS: &[(&str, &str)] = &[
 
 impl KafkaSource {
     /// Connects to the source cluster and assigns every selected partition of `slot` from its
-    /// position in `saved` (earliest when none); assigned and committed positions are recorded in
-    /// `committed`. Errors: a backend error when the source cluster cannot be listed.
-    pub async fn start(flow: Arc<Flow>, slot: u32, saved: Positions, committed: Committed) -> ConnectResult<Self> {
+    /// position in `saved` (earliest when none, or when the position belongs to an earlier topic
+    /// of the name); assigned and committed positions are recorded in `committed`, and the id of
+    /// each assigned topic in `ids` (the sink's, [`crate::sink::TargetSink::topic_ids`]).
+    /// Errors: a backend error when the source cluster cannot be listed.
+    pub async fn start(
+        flow: Arc<Flow>,
+        slot: u32,
+        saved: Positions,
+        committed: Committed,
+        ids: TopicIds,
+    ) -> ConnectResult<Self> {
         // The prefetch is split between the flow's slots (see `Flow::slot_share`).
         let prefetch = (flow.slot_share(8192, 1024).to_string(), flow.slot_share(20_000, 1_000).to_string());
         let mut settings = CONSUMER_SETTINGS.to_vec();
@@ -107,6 +128,8 @@ impl KafkaSource {
             unsaved_starts: HashMap::new(),
             emit_starts: false,
             committed,
+            ids,
+            recreations: Recreations::default(),
             next_refresh: Instant::now(),
             listing: None,
         };
@@ -122,12 +145,13 @@ impl KafkaSource {
         Ok(source)
     }
 
-    /// Among `partitions` about to be assigned from a saved position, those whose record at
-    /// `next_offset - 1` now has another timestamp than the one saved: the topic was deleted and
-    /// recreated while Strait was stopped, and resuming at the saved offset would skip records.
-    /// A record that cannot be read back (compacted, expired, a shorter topic) proves nothing and
-    /// the position is kept (librdkafka resets out-of-range positions to the beginning).
-    async fn recreated(&self, partitions: &[(String, i32)]) -> HashSet<(String, i32)> {
+    /// Among `partitions` about to be assigned from a saved position without a topic id (saved
+    /// by an older Strait, or MirrorMaker 2's), those whose record at `next_offset - 1` now has
+    /// another timestamp than the one saved: the topic was deleted and recreated while Strait was
+    /// stopped, and resuming at the saved offset would skip records. A record that cannot be read
+    /// back (compacted, expired, a shorter topic) proves nothing and the position is kept
+    /// (librdkafka resets out-of-range positions to the beginning).
+    async fn timestamp_changed(&self, partitions: &[(String, i32)]) -> HashSet<(String, i32)> {
         let checks: Vec<(String, i32, i64, i64)> = partitions
             .iter()
             .filter_map(|(t, p)| {
@@ -204,8 +228,26 @@ impl KafkaSource {
     /// `refresh_topics_interval_ms` from now.
     fn list_topics(&mut self) -> JoinHandle<Listed> {
         self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
-        let reader = self.reader.clone();
-        tokio::task::spawn_blocking(move || topic_partition_counts(reader.consumer().client(), METADATA_TIMEOUT))
+        let (reader, flow) = (self.reader.clone(), self.flow.clone());
+        tokio::task::spawn_blocking(move || {
+            let client = reader.consumer().client();
+            let topics = topic_partition_counts(client, METADATA_TIMEOUT)?;
+            let replicated: Vec<String> =
+                topics.iter().filter(|(t, _)| flow.not_replicated(t).is_none()).map(|(t, _)| t.clone()).collect();
+            // Without ids (an old broker, a failed request) recreated topics are still found at
+            // start by the timestamp check, not while running.
+            let mut ids = topic_ids(client, &replicated, METADATA_TIMEOUT).unwrap_or_else(|e| {
+                tracing::warn!(flow = %flow.name, error = %e, "topic ids of the source unknown at this refresh");
+                HashMap::new()
+            });
+            Ok(topics
+                .into_iter()
+                .map(|(t, n)| {
+                    let id = ids.remove(&t);
+                    (t, n, id)
+                })
+                .collect())
+        })
     }
 
     /// Starts listing the source's topics in the background when a refresh is due, and applies
@@ -222,14 +264,17 @@ impl KafkaSource {
         }
     }
 
-    /// Assigns the partitions of `listed` (each topic with its partition count) not yet assigned.
-    /// Returns the selected topic names. Errors: the listing's error; start offsets unreadable.
+    /// Assigns the partitions of `listed` (each topic with its partition count and id) not yet
+    /// assigned, and takes off the consumer the partitions of a topic whose id changed (deleted
+    /// and created again: [`Self::begin_recreation`]). Returns the selected topic names.
+    /// Errors: the listing's error; start offsets unreadable.
     async fn assign_listed(&mut self, listed: Listed) -> ConnectResult<BTreeSet<String>> {
         let md = listed
             .map_err(|e| ConnectError::backend(format!("list topics of source {}", self.flow.source.alias), e))?;
         let mut selected = BTreeSet::new();
         let mut fresh = Vec::new();
-        for (topic, partitions) in md {
+        let mut ids = HashMap::new();
+        for (topic, partitions, id) in md {
             if let Some(reason) = self.flow.not_replicated(&topic) {
                 // Each decision once per run: at info when the user's patterns asked for the topic.
                 if self.skipped.insert(topic.clone()) {
@@ -241,32 +286,75 @@ impl KafkaSource {
                 }
                 continue;
             }
+            selected.insert(topic.clone());
+            if self.recreations.is_draining(&topic) {
+                continue;
+            }
+            if let (Some(new), Some(old)) = (&id, self.ids.get(&topic)) {
+                if *new != old && self.assigned.iter().any(|(t, _)| *t == topic) {
+                    self.begin_recreation(&topic, old, new.clone()).await?;
+                    continue;
+                }
+            }
             fresh.extend(
                 (0..partitions as i32)
                     .filter(|p| slot_of(&topic, *p, self.flow.slots) == self.slot)
                     .filter(|p| !self.assigned.contains(&(topic.clone(), *p)))
                     .map(|p| (topic.clone(), p)),
             );
-            selected.insert(topic);
+            if let Some(id) = id {
+                ids.insert(topic, id);
+            }
         }
-        let recreated = self.recreated(&fresh).await;
+        // A saved position applies to the topic it was saved from: the same id, or (saved
+        // without one) the same timestamp at its offset.
+        let recreated_while_stopped: HashSet<String> = fresh
+            .iter()
+            .filter(|(t, p)| {
+                let saved = self.saved.get(&(t.clone(), *p)).and_then(|s| s.topic_id.as_ref());
+                matches!((saved, ids.get(t)), (Some(old), Some(new)) if old != new)
+            })
+            .map(|(t, _)| t.clone())
+            .collect();
+        let unchecked: Vec<(String, i32)> = fresh
+            .iter()
+            .filter(|(t, p)| {
+                !self.recreations.is_recreated(t)
+                    && (self.saved.get(&(t.clone(), *p)).is_some_and(|s| s.topic_id.is_none()) || !ids.contains_key(t))
+            })
+            .cloned()
+            .collect();
+        let changed = self.timestamp_changed(&unchecked).await;
+        let applies = |tp: &(String, i32)| {
+            !self.recreations.is_recreated(&tp.0) && !recreated_while_stopped.contains(&tp.0) && !changed.contains(tp)
+        };
         let latest = self.flow.start_from == StartFrom::Latest;
         let unknown: HashSet<String> =
             fresh.iter().filter(|(t, _)| latest && !self.known(t)).map(|(t, _)| t.clone()).collect();
         let queried: Vec<(String, i32)> = fresh
             .iter()
-            .filter(|tp| (self.saved.contains_key(*tp) && !recreated.contains(*tp)) || unknown.contains(&tp.0))
+            .filter(|tp| (self.saved.contains_key(*tp) && applies(tp)) || unknown.contains(&tp.0))
             .cloned()
             .collect();
         let watermarks = self.watermarks(queried).await?;
+        for topic in &recreated_while_stopped {
+            let old = fresh.iter().find_map(|(t, p)| self.saved.get(&(t.clone(), *p)).filter(|_| t == topic));
+            tracing::warn!(
+                flow = %self.flow.name, topic, old_topic_id = %old.and_then(|s| s.topic_id.as_ref()).map_or("", |i| &i.0),
+                new_topic_id = %ids.get(topic).map_or("", |i| &i.0),
+                "the source topic was deleted and created again while Strait was stopped: its saved positions belong to the old topic, so the new one is replicated from its log start; records of the old topic after its saved positions, if any, were lost with it"
+            );
+            metrics().topic_recreated(&self.flow.source.alias, &self.flow.target.alias, topic).inc();
+        }
         let mut new = TopicPartitionList::new();
         let mut starts = Vec::with_capacity(fresh.len());
         for (topic, p) in fresh {
             let offset = match self.saved.get(&(topic.clone(), p)) {
-                Some(_) if recreated.contains(&(topic.clone(), p)) => {
+                Some(_) if changed.contains(&(topic.clone(), p)) => {
                     tracing::warn!(flow = %self.flow.name, topic, partition = p, "the record at the saved position changed: the topic was recreated; replicating it from the beginning");
                     Offset::Beginning
                 }
+                Some(_) if !applies(&(topic.clone(), p)) => Offset::Beginning,
                 Some(saved) => match watermarks.get(&(topic.clone(), p)) {
                     Some(&(log_start, _)) if log_start > saved.next_offset => {
                         let lost = log_start - saved.next_offset;
@@ -309,11 +397,80 @@ impl KafkaSource {
                 self.unsaved_starts.insert((name.clone(), p), end);
                 self.emit_starts = true;
             }
+            if let Some(id) = ids.get(&topic) {
+                self.ids.set(&name, id.clone());
+            }
             self.committed.set(&topic, p, if let Offset::Offset(o) = offset { Some(o) } else { None });
             self.resume.insert((name, p), offset);
             self.assigned.insert((topic, p));
         }
         Ok(selected)
+    }
+
+    /// `topic` has a new id: it was deleted and created again while this source read it, and its
+    /// assigned partitions may already be reading the new topic at the old topic's offsets,
+    /// skipping its first records. They are taken off the consumer at once; once every record of
+    /// them already read is committed (their positions saved with the old id,
+    /// [`Self::finish_recreations`]) the new topic is assigned from its log start. Logged at warn
+    /// with both ids and the lag of the old topic at the last reading (its records never copied),
+    /// and counted in `strait_source_topics_recreated_total`. Errors: the partitions cannot be
+    /// unassigned.
+    async fn begin_recreation(&mut self, topic: &str, old: TopicId, new: TopicId) -> ConnectResult<()> {
+        let partitions: Vec<i32> = self.assigned.iter().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
+        let mut tpl = TopicPartitionList::new();
+        for p in &partitions {
+            tpl.add_partition(topic, *p);
+        }
+        let consumer = self.reader.consumer().clone();
+        // The position is the offset after the last record handed to Strait, which reads nothing
+        // of these partitions once they are unassigned.
+        let read = blocking(move || {
+            let read = consumer.position()?;
+            consumer.incremental_unassign(&tpl)?;
+            Ok::<_, KafkaError>(read)
+        })
+        .await
+        .map_err(|e| ConnectError::backend(format!("unassign the partitions of recreated topic {topic}"), e))?;
+        let name = self.names.get(topic);
+        let (flow, source, target) = (&self.flow.name, &self.flow.source.alias, &self.flow.target.alias);
+        let mut uncommitted = HashMap::new();
+        let mut unreplicated = 0;
+        for p in partitions {
+            let committed = match self.resume.remove(&(name.clone(), p)) {
+                Some(Offset::Offset(o)) => o,
+                _ => -1,
+            };
+            if let Some(Offset::Offset(next)) = read.find_partition(topic, p).map(|e| e.offset()) {
+                if next > committed {
+                    uncommitted.insert(p, next);
+                }
+            }
+            // Per-topic series (no per-partition ones) hold the topic's sum in each partition's.
+            if metrics().per_partition() || unreplicated == 0 {
+                unreplicated += metrics().lag(source, target, topic, p).get().max(0);
+            }
+            self.assigned.remove(&(topic.to_string(), p));
+            self.unsaved_starts.remove(&(name.clone(), p));
+        }
+        tracing::warn!(
+            flow = %flow, topic, old_topic_id = %old, new_topic_id = %new, unreplicated_at_last_lag_reading = unreplicated,
+            "the source topic was deleted and created again: replicating the new topic from its log start once the records read from the old one are committed; the old topic's records not yet replicated when it was deleted (its lag at the last reading) are lost"
+        );
+        metrics().topic_recreated(source, target, topic).inc();
+        self.recreations.begin(topic, new, uncommitted);
+        self.finish_recreations();
+        Ok(())
+    }
+
+    /// Puts the new id of each recreated topic whose old records are all committed in force, and
+    /// lists the source at once so its partitions are assigned from the log start.
+    fn finish_recreations(&mut self) {
+        for (topic, id) in self.recreations.take_drained() {
+            tracing::info!(flow = %self.flow.name, topic, topic_id = %id, "the recreated topic's partitions are assigned again, from its log start");
+            let name = self.names.get(&topic);
+            self.ids.set(&name, id);
+            self.next_refresh = Instant::now();
+        }
     }
 }
 
@@ -444,6 +601,9 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         timeout: Duration,
     ) -> ConnectResult<Vec<ConnectRecord<(), ReplicatedRecord>>> {
         self.refresh_in_background().await;
+        if self.recreations.any_draining() {
+            self.finish_recreations();
+        }
         let starts = if std::mem::take(&mut self.emit_starts) { start_records(&self.unsaved_starts) } else { vec![] };
         // What is already fetched is taken on this thread, without waiting; only when nothing
         // is, one blocking call waits up to `timeout` for the first record (then takes the rest
@@ -470,6 +630,11 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
     async fn acknowledge(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
         for p in positions {
             let key = (p.topic.clone(), p.partition);
+            if self.recreations.is_draining(&p.topic) {
+                // The last records of the old topic, whose partitions are no longer assigned.
+                self.recreations.committed(&p.topic, p.partition, p.offset + 1);
+                continue;
+            }
             self.unsaved_starts.remove(&key);
             self.committed.set(&p.topic, p.partition, Some(p.offset + 1));
             self.resume.insert(key, Offset::Offset(p.offset + 1));
@@ -480,6 +645,7 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
     /// Re-assigns every partition at its resume point; librdkafka drops what it had prefetched.
     async fn rewind(&mut self) -> ConnectResult<()> {
         self.emit_starts = !self.unsaved_starts.is_empty();
+        self.recreations.rewound();
         let mut tpl = TopicPartitionList::new();
         for ((topic, partition), offset) in &self.resume {
             tpl.add_partition_offset(topic, *partition, *offset)

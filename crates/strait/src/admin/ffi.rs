@@ -1,0 +1,45 @@
+//! Small safe pieces shared by the admin calls made through librdkafka's C API (rdkafka 0.39 does
+//! not bind them): ownership of librdkafka objects and its error strings.
+
+use std::ffi::CStr;
+use std::os::raw::c_char;
+
+use rdkafka::bindings as rd;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+/// Owns a librdkafka object and destroys it when dropped, so every exit path frees it.
+pub(super) struct Owned<T>(pub(super) *mut T, pub(super) unsafe extern "C" fn(*mut T));
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the pointer came from the matching librdkafka constructor and is freed once.
+            unsafe { (self.1)(self.0) }
+        }
+    }
+}
+
+/// A librdkafka string as an owned `String` (empty for a null pointer).
+///
+/// # Safety
+/// `s` is null or a NUL-terminated string that lives for the duration of the call.
+pub(super) unsafe fn string(s: *const c_char) -> String {
+    if s.is_null() {
+        String::new()
+    } else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+    }
+}
+
+/// An admin error for `what`, logged at warn with librdkafka's `message`.
+///
+/// # Safety
+/// As [`string`] for `message`.
+pub(super) unsafe fn failed(what: &str, code: rd::rd_kafka_resp_err_t, message: *const c_char) -> KafkaError {
+    let code = RDKafkaErrorCode::from(code);
+    // SAFETY: guaranteed by the caller.
+    let message = unsafe { string(message) };
+    tracing::warn!(code = %code, "{what}: {message}");
+    KafkaError::AdminOp(code)
+}

@@ -1,0 +1,129 @@
+//! A source topic deleted and created again under the same name gets a new topic id (KIP-516):
+//! Strait copies the new topic from its log start, never resuming it at the old topic's offsets,
+//! whether that happens while it runs or while it is stopped.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::admin::AdminOptions;
+use strait::config::Config;
+
+use crate::support::*;
+
+const PARTITIONS: i32 = 3;
+
+/// `per_partition` records of generation `generation` to each partition, all with `timestamp`.
+fn generation(generation: &str, per_partition: usize, timestamp: i64) -> Vec<Rec> {
+    (0..per_partition)
+        .flat_map(|s| (0..PARTITIONS).map(move |p| (p, s)))
+        .map(|(p, s)| Rec { timestamp, ..Rec::simple(p, &format!("{generation}-p{p}-{s}")) })
+        .collect()
+}
+
+/// How often each value of `remote` was copied (read_committed).
+fn copies(b: &str, remote: &str) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
+    for recs in read_all(b, remote, false).values() {
+        for (_, r) in recs {
+            *seen.entry(String::from_utf8(r.value.clone().unwrap()).unwrap()).or_default() += 1;
+        }
+    }
+    seen
+}
+
+/// Deletes `topic` on `a`, waits until it is gone, and creates it again with [`PARTITIONS`].
+async fn recreate(a: &str, topic: &str) {
+    admin(a).delete_topics(&[topic], &AdminOptions::new()).await.unwrap();
+    wait_until("topic deleted", Duration::from_secs(30), || !topic_exists(a, topic)).await;
+    create_topic(a, topic, PARTITIONS, &[]).await;
+}
+
+/// Asserts every record of generation `name` (`per_partition` per partition) was copied; returns
+/// its duplicates.
+fn all_copied(seen: &BTreeMap<String, usize>, name: &str, per_partition: usize) -> usize {
+    let expected: Vec<String> =
+        (0..per_partition).flat_map(|s| (0..PARTITIONS).map(move |p| format!("{name}-p{p}-{s}"))).collect();
+    let missing: Vec<&String> = expected.iter().filter(|v| !seen.contains_key(*v)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} records of {name} lost, first {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    expected.iter().map(|v| seen[v] - 1).sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_recreated_while_running_is_copied_from_its_start() {
+    recreated_while_running("at_least_once").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_recreated_while_running_exactly_once_is_copied_from_its_start() {
+    recreated_while_running("exactly_once").await;
+}
+
+/// The case a new user found: 5,000 records copied, the topic deleted and created again while
+/// Strait runs, then 15,000 new records at once, so the old positions (about 1,667 per partition)
+/// lie inside the new topic before Strait looks at it again: before topic ids, its first 5,000
+/// records were taken as copied.
+async fn recreated_while_running(delivery: &str) {
+    let f = TopicFlow::new("recrun", PARTITIONS).await;
+    let config = f.config(&format!("delivery = \"{delivery}\"\ncommit_interval_ms = 300"));
+    let flow = Config::parse(&config).unwrap().remove(0);
+    let addr = free_addr();
+    let strait = Strait::launch(&f.p, &config, "info,librdkafka=warn,rdkafka=warn", &["--metrics-addr", &addr]);
+    produce(&f.a, &f.topic, &generation("old", 5_000 / PARTITIONS as usize, now_ms())).await;
+    wait_replicated(&flow, &f.topic, PARTITIONS, 5_000 / PARTITIONS as usize, Duration::from_secs(60)).await;
+
+    recreate(&f.a, &f.topic).await;
+    produce(&f.a, &f.topic, &generation("new", 5_000, now_ms())).await;
+    let started = std::time::Instant::now();
+    wait_until("the new topic copied whole", Duration::from_secs(120), || {
+        let seen = copies(&f.b, &f.remote);
+        (0..5_000).all(|s| (0..PARTITIONS).all(|p| seen.contains_key(&format!("new-p{p}-{s}"))))
+    })
+    .await;
+    let resumed = started.elapsed();
+    let scrape = http_get(&addr, "/metrics").map(|(_, body)| body).unwrap_or_default();
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+
+    let seen = copies(&f.b, &f.remote);
+    let old_duplicates = all_copied(&seen, "old", 5_000 / PARTITIONS as usize);
+    let duplicates = all_copied(&seen, "new", 5_000);
+    eprintln!(
+        "recreated while running ({delivery}): 0 of 15,000 new records lost, {duplicates} copied twice \
+         (read before the new id was seen), all copied {resumed:?} after the last was produced; old generation {old_duplicates} duplicates"
+    );
+    assert_eq!(old_duplicates, 0, "records of the old topic are never copied again");
+    assert!(logs.contains("the source topic was deleted and created again"), "{logs}");
+    let labels = format!("source=\"{}\",target=\"{}\",topic=\"{}\"", f.src, f.dst, f.topic);
+    assert_eq!(sample(&scrape, "strait_source_topics_recreated_total", &labels), Some(1.0), "{scrape}");
+}
+
+/// Recreated while Strait is stopped, with records of the same timestamps as the old ones (so the
+/// saved timestamp cannot tell the topics apart) and far more of them than the saved position.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_recreated_while_stopped_is_copied_from_its_start() {
+    let f = TopicFlow::new("recr", PARTITIONS).await;
+    let config = f.config("");
+    let flow = Config::parse(&config).unwrap().remove(0);
+    let timestamp = now_ms();
+    produce(&f.a, &f.topic, &generation("old", 50, timestamp)).await;
+    let strait = Strait::start(&f.p, &config);
+    wait_replicated(&flow, &f.topic, PARTITIONS, 50, Duration::from_secs(60)).await;
+    assert!(strait.stop().success());
+
+    recreate(&f.a, &f.topic).await;
+    produce(&f.a, &f.topic, &generation("new", 2_000, timestamp)).await;
+
+    let strait = Strait::start(&format!("{}-again", f.p), &config);
+    wait_replicated(&flow, &f.topic, PARTITIONS, 2_000, Duration::from_secs(60)).await;
+    let logs = strait.logs();
+    assert!(strait.stop().success());
+    assert!(logs.contains("deleted and created again while Strait was stopped"), "{logs}");
+    let seen = copies(&f.b, &f.remote);
+    assert_eq!(all_copied(&seen, "new", 2_000), 0, "each record of the new topic copied once");
+    assert_eq!(all_copied(&seen, "old", 50), 0);
+}
