@@ -166,6 +166,9 @@ enum InFlight {
     OffsetSync(OffsetSync),
     /// A source position of the batch.
     Position(SourceOffset),
+    /// The record of a state transaction that proves the slot is still this instance's
+    /// ([`state::StateWriter::prove_owner`]).
+    OwnerProbe,
 }
 
 /// The [`Sink`] of a flow: writes [`ReplicatedRecord`]s, offset syncs and positions to the target.
@@ -195,6 +198,9 @@ pub struct TargetSink {
     last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
     /// The id of each source topic, saved with its positions (set by the source).
     topic_ids: TopicIds,
+    /// At-least-once mode: when `put` or `commit` last returned. A longer gap than
+    /// [`stall_bound`] means this instance may have been paused long enough to lose its slot.
+    last_call: Instant,
     /// At-least-once mode: source partitions whose first record from this producer is in flight,
     /// not yet acknowledged. Their next record waits for it (see [`Self::put`]).
     unproven: HashSet<(Arc<str>, i32)>,
@@ -277,6 +283,7 @@ impl TargetSink {
             transaction_began: None,
             renew_producer: false,
             last: HashMap::new(),
+            last_call: Instant::now(),
             topic_ids: TopicIds::default(),
             unproven: HashSet::new(),
             stats: SinkMetrics::new(&flow),
@@ -466,9 +473,61 @@ fn record_acked(syncs: &mut OffsetSyncWriter, stats: &mut SinkMetrics, r: InFlig
     }
 }
 
-#[async_trait]
-impl Sink<(), ReplicatedRecord> for TargetSink {
-    async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
+/// A gap between two calls of the data path longer than this fraction of the slot group's
+/// session timeout may be a pause (SIGSTOP, a GC or VM pause, a frozen container) long enough for
+/// the group to have moved the slot: its heartbeats stopped with the process.
+fn stall_bound(flow: &Flow) -> Duration {
+    flow.session_timeout / 2
+}
+
+impl TargetSink {
+    /// At-least-once mode, after a gap since the last `put` or `commit` longer than
+    /// [`stall_bound`]: proves the slot is still this instance's before anything more is
+    /// produced, so an instance that wakes from a pause after another took its slot over stops
+    /// with [`ConnectError::Fenced`] instead of copying everything that arrived meanwhile again.
+    /// (Exactly-once needs no proof: a fenced producer's transaction never commits.) Only the
+    /// batch in flight when the pause began can then be written twice. An idle flow proves it
+    /// once, at its next record.
+    async fn prove_owner_after_a_stall(&mut self) -> ConnectResult<()> {
+        let stalled = self.last_call.elapsed();
+        let Some(task) = self.state.as_mut().filter(|_| stalled > stall_bound(&self.flow)) else { return Ok(()) };
+        tracing::debug!(
+            flow = %self.flow.name, slot = self.slot, stalled_ms = u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
+            "no record for longer than half the session timeout (idle, or this instance was paused): checking that the slot is still this instance's before producing more"
+        );
+        task.ready().await?.prove_owner().await
+    }
+
+    /// [`Sink::commit`]'s work: every ack awaited, then the batch's offset syncs and positions.
+    async fn commit_batch(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
+        if self.state.is_some() {
+            // (In exactly-once mode the transaction's commit flushes.)
+            self.service.flush(COMMIT_FLUSH_TIMEOUT).await;
+        }
+        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
+        let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
+        if let Err(failed) = self.service.wait_acks(0, &mut on_ack).await {
+            return Err(self.stop_on(failed).await);
+        }
+        let syncs = self.syncs.take();
+        self.stats.offset_syncs(&syncs);
+        let positions = self.position_records(positions);
+        match &mut self.state {
+            Some(task) => task.write_in_background(State { syncs, positions }).await,
+            None => {
+                if let Err(failed) = state::send(&mut self.service, &self.syncs_topic, syncs, positions).await {
+                    return Err(self.produce_error(failed));
+                }
+                self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+                self.in_transaction = false;
+                Ok(())
+            }
+        }
+    }
+
+    /// [`Sink::put`]'s work: each record through the loop guard, residency and renaming, then
+    /// produced.
+    async fn put_records(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
         let loop_guard_dropped = self.stats.loop_guard_dropped.clone();
         if let Err(failed) =
             self.service.take_received_acks(&mut |r, d| record_acked(&mut self.syncs, &mut self.stats, r, d))
@@ -564,35 +623,25 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         }
         Ok(())
     }
+}
+
+#[async_trait]
+impl Sink<(), ReplicatedRecord> for TargetSink {
+    async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
+        self.prove_owner_after_a_stall().await?;
+        let put = self.put_records(batch).await;
+        self.last_call = Instant::now();
+        put
+    }
 
     /// Awaits every record's ack, then writes the batch's offset syncs and `positions`. In
     /// exactly-once mode it commits the transaction holding all three. In at-least-once mode it
     /// starts the slot's state transaction in the background and returns: the next commit, or
     /// `close`, waits for it and returns its error.
     async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
-        if self.state.is_some() {
-            // (In exactly-once mode the transaction's commit flushes.)
-            self.service.flush(COMMIT_FLUSH_TIMEOUT).await;
-        }
-        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
-        let mut on_ack = |r: InFlight, downstream: i64| record_acked(syncs, stats, r, downstream);
-        if let Err(failed) = self.service.wait_acks(0, &mut on_ack).await {
-            return Err(self.stop_on(failed).await);
-        }
-        let syncs = self.syncs.take();
-        self.stats.offset_syncs(&syncs);
-        let positions = self.position_records(positions);
-        match &mut self.state {
-            Some(task) => task.write_in_background(State { syncs, positions }).await,
-            None => {
-                if let Err(failed) = state::send(&mut self.service, &self.syncs_topic, syncs, positions).await {
-                    return Err(self.produce_error(failed));
-                }
-                self.transaction_call("commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
-                self.in_transaction = false;
-                Ok(())
-            }
-        }
+        let committed = self.commit_batch(positions).await;
+        self.last_call = Instant::now();
+        committed
     }
 
     fn supports_transactions(&self) -> bool {

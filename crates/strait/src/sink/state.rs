@@ -48,6 +48,9 @@ pub fn describe(flow: &Flow, syncs_topic: &str, what: InFlight) -> String {
             "flow {name}: position of {} partition {} offset {} could not be saved to {POSITIONS_TOPIC}",
             p.topic, p.partition, p.offset
         ),
+        InFlight::OwnerProbe => {
+            format!("flow {name}: the state transaction proving this instance owns its slot failed on {target}")
+        }
     }
 }
 
@@ -158,6 +161,39 @@ impl StateWriter {
             {
                 tracing::warn!(flow = %name, error = %e, "the failed state transaction could not be aborted; the target aborts it after its timeout");
             }
+            self.service.forget_in_flight();
+        }
+        written
+    }
+
+    /// Proves the slot is still this instance's before it produces more, after a stall long
+    /// enough for another instance to have taken it over: one state transaction holding a
+    /// tombstone in the positions topic under a key no position has (`{"flow":…,"slot":…}`,
+    /// which [`crate::positions::load`] ignores). The transaction coordinator refuses it once
+    /// another instance started the slot's `transactional.id` (KIP-98 fencing). Errors:
+    /// [`ConnectError::Fenced`] when another instance took the slot over; else a backend error.
+    pub async fn prove_owner(&mut self) -> ConnectResult<()> {
+        let name = self.flow.name.clone();
+        transaction_call(&self.service, &name, "begin state transaction", self.timeout, |p, _| p.begin_transaction())
+            .await
+            .map_err(|e| self.failure(format!("flow {name}: begin state transaction"), e))?;
+        let key = serde_json::json!({ "flow": name, "slot": self.slot }).to_string();
+        let record = BaseRecord::<[u8], [u8], _>::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(key.as_bytes());
+        let sent = match self.service.send(record, InFlight::OwnerProbe, &mut |_, _| {}).await {
+            Ok(()) => self.service.wait_acks(0, &mut |_, _| {}).await,
+            failed => failed,
+        };
+        let written = match sent {
+            Ok(()) => transaction_call(&self.service, &name, "commit state transaction", self.timeout, |p, timeout| {
+                p.commit_transaction(timeout)
+            })
+            .await
+            .map_err(|e| self.failure(format!("flow {name}: commit the ownership proof"), e)),
+            Err((what, e)) => Err(self.failure(describe(&self.flow, &self.syncs_topic, what), e)),
+        };
+        if written.is_err() && self.service.fatal_error().is_none() {
+            let abort = |p: &DataProducer, timeout| p.abort_transaction(timeout);
+            let _ = transaction_call(&self.service, &name, "abort state transaction", self.timeout, abort).await;
             self.service.forget_in_flight();
         }
         written

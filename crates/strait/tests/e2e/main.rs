@@ -15,6 +15,7 @@ mod faults;
 mod fidelity;
 mod metrics;
 mod offset_syncs;
+mod paused;
 mod recreated;
 mod residency;
 mod scale_out;

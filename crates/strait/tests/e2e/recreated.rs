@@ -64,9 +64,10 @@ async fn a_topic_recreated_while_running_exactly_once_is_copied_from_its_start()
 }
 
 /// The case a new user found: 5,000 records copied, the topic deleted and created again while
-/// Strait runs, then 15,000 new records at once, so the old positions (about 1,667 per partition)
-/// lie inside the new topic before Strait looks at it again: before topic ids, its first 5,000
-/// records were taken as copied.
+/// Strait runs, then 15,000 new records at once, so the old positions (1,666 per partition) lie
+/// inside the new topic before Strait looks at it again: before topic ids, its first 4,998
+/// records were taken as copied. Strait is frozen (SIGSTOP) meanwhile, so its consumer cannot
+/// see the new topic before its records are there (a race it may otherwise win).
 async fn recreated_while_running(delivery: &str) {
     let f = TopicFlow::new("recrun", PARTITIONS).await;
     let config = f.config(&format!("delivery = \"{delivery}\"\ncommit_interval_ms = 300"));
@@ -76,8 +77,10 @@ async fn recreated_while_running(delivery: &str) {
     produce(&f.a, &f.topic, &generation("old", 5_000 / PARTITIONS as usize, now_ms())).await;
     wait_replicated(&flow, &f.topic, PARTITIONS, 5_000 / PARTITIONS as usize, Duration::from_secs(60)).await;
 
+    strait.pause();
     recreate(&f.a, &f.topic).await;
     produce(&f.a, &f.topic, &generation("new", 5_000, now_ms())).await;
+    strait.resume();
     let started = std::time::Instant::now();
     wait_until("the new topic copied whole", Duration::from_secs(120), || {
         let seen = copies(&f.b, &f.remote);

@@ -310,6 +310,16 @@ impl Strait {
         }
     }
 
+    /// Freezes the process (SIGSTOP), as a GC or VM pause or a frozen container would.
+    pub fn pause(&self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGSTOP) };
+    }
+
+    /// Lets a [`Strait::pause`]d process run again (SIGCONT).
+    pub fn resume(&self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
+    }
+
     pub fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
