@@ -20,3 +20,4 @@ mod scale_out;
 mod security;
 mod selection;
 mod sink;
+mod startup_errors;
