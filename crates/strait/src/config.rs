@@ -980,6 +980,33 @@ mod tests {
     }
 
     #[test]
+    fn numeric_bounds_are_inclusive() {
+        let edge = "commit_interval_ms = 31536000000\nemit_heartbeats_interval_ms = 1\nmax_batch_records = 100000000\n\
+                    max_batch_bytes = 17179869184\noffset_lag_max = 9223372036854775807\nreplication_factor = 32767\n\
+                    [flows.scale_out]\nenabled = true\nslots = 1000\nsession_timeout_ms = 3600000\n";
+        let flow = &Config::parse(&format!("{TWO_CLUSTERS}{edge}")).unwrap()[0];
+        assert_eq!((flow.slots, flow.replication_factor, flow.max_batch_bytes), (1000, 32767, 16 << 30));
+        assert_eq!(flow.commit_interval, Duration::from_secs(365 * 24 * 3600));
+        let e = Config::parse(&format!("{TWO_CLUSTERS}{}", edge.replace("slots = 1000", "slots = 1001"))).unwrap_err();
+        assert_eq!(e.to_string(), "flows[0].scale_out.slots: 1001 is out of bounds: must be 1 to 1000 slots");
+    }
+
+    #[test]
+    fn client_files_must_be_readable() {
+        assert_eq!(unreadable("ssl.ca.location", "probe"), None, "the system's CA stores");
+        assert_eq!(unreadable("ssl.ca.location", "/tmp"), None, "a CA directory");
+        assert_eq!(unreadable("ssl.ca.location", ""), None, "unset");
+        let why = unreadable("ssl.key.location", "/tmp").unwrap();
+        assert!(why.contains("is a directory"), "{why}");
+        let why = unreadable("ssl.certificate.location", "/nonexistent/cert.pem").unwrap();
+        assert!(why.contains("\"/nonexistent/cert.pem\"") && why.contains("No such file"), "{why}");
+        let readable = std::env::temp_dir().join(format!("strait-config-{}.pem", std::process::id()));
+        std::fs::write(&readable, "pem").unwrap();
+        assert_eq!(unreadable("ssl.certificate.location", readable.to_str().unwrap()), None);
+        std::fs::remove_file(readable).unwrap();
+    }
+
+    #[test]
     fn scale_out_settings_are_read_and_checked() {
         let flow = &Config::parse(&format!("{TWO_CLUSTERS}[flows.scale_out]\nenabled = true\n")).unwrap()[0];
         assert_eq!((flow.slots, flow.scale_out, flow.session_timeout), (12, true, Duration::from_secs(10)));

@@ -159,6 +159,10 @@ pub enum StartFailure {
 /// by code come back as [`ConnectError::Invalid`] (or [`ConnectError::Denied`]) whose context
 /// names the flow's setting. Everything else is transient.
 pub fn classify_start(flow: &Flow, e: ConnectError) -> StartFailure {
+    if matches!(e, ConnectError::Denied { .. } | ConnectError::Invalid { .. }) {
+        // Already say what to fix.
+        return StartFailure::Permanent(e);
+    }
     let setting = kafka_cause(&e).and_then(|k| refused_setting(flow, k));
     match (setting, &e) {
         (Some(Refused::Denied(hint)), _) => StartFailure::Permanent(ConnectError::denied(hint, e)),
