@@ -44,6 +44,11 @@ pub enum ConnectError {
     /// count than the one instances of the flow use); retrying cannot help until an operator acts.
     #[error("configuration conflict: {context}: {cause}")]
     Conflict { context: String, cause: Cause },
+    /// A setting the external system or its client library refuses for good: a file it names
+    /// cannot be read, a replication factor the cluster cannot meet, a value or policy a broker
+    /// rejects. `context` names the setting; retrying cannot help until an operator changes it.
+    #[error("invalid setting: {context}: {cause}")]
+    Invalid { context: String, cause: Cause },
 }
 
 impl ConnectError {
@@ -86,6 +91,27 @@ impl ConnectError {
     /// A [`ConnectError::Conflict`] with `context` and `cause`.
     pub fn conflict(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
         Self::Conflict { context: context.into(), cause: cause.into() }
+    }
+    /// An [`ConnectError::Invalid`] with `context` (naming the setting) and `cause`.
+    pub fn invalid(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self::Invalid { context: context.into(), cause: cause.into() }
+    }
+    /// What went wrong underneath, whatever the kind (to look for a client library's error code
+    /// in it, say).
+    pub fn cause(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        match self {
+            Self::Io { cause, .. }
+            | Self::Conversion { cause, .. }
+            | Self::Offset { cause, .. }
+            | Self::Transaction { cause, .. }
+            | Self::Backend { cause, .. }
+            | Self::Denied { cause, .. }
+            | Self::DataLoss { cause, .. }
+            | Self::Retriable { cause, .. }
+            | Self::Fenced { cause, .. }
+            | Self::Conflict { cause, .. }
+            | Self::Invalid { cause, .. } => cause.as_ref(),
+        }
     }
     /// Whether trying the batch again may succeed ([`ConnectError::Retriable`]).
     pub fn is_retriable(&self) -> bool {

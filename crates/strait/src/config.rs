@@ -136,6 +136,63 @@ const STRAIT_CONTROLLED: &[&str] = &[
     "transaction.timeout.ms",
 ];
 
+/// Bounds (inclusive) of the flows' interval settings (`*_interval_ms`, `commit_interval_ms`):
+/// 1 ms to one year (31,536,000,000 ms), far from where timers overflow.
+pub const INTERVAL_MS: (u64, u64) = (1, 365 * 24 * 3600 * 1000);
+/// Bounds of `transaction_timeout_ms`: librdkafka's range for `transaction.timeout.ms` (1 s to
+/// `i32::MAX` ms); the target broker's `transaction.max.timeout.ms` (15 min by default) bounds it
+/// further, checked at start.
+pub const TRANSACTION_TIMEOUT_MS: (u64, u64) = (1_000, i32::MAX as u64);
+/// Bounds of `[flows.scale_out] session_timeout_ms`: 1 s to librdkafka's most for
+/// `session.timeout.ms` (1 h); the target brokers' `group.min/max.session.timeout.ms` (6 s and
+/// 30 min by default) bound it further, checked at start.
+pub const SESSION_TIMEOUT_MS: (u64, u64) = (1_000, 3_600_000);
+/// Bounds of `[flows.scale_out] slots`, the coordination topic's partitions: 1 to 1,000. Each
+/// slot an instance owns runs its own clients, so more slots than instances costs threads and
+/// connections; 1,000 instances of one flow is far past any deployment.
+pub const SLOTS: (u64, u64) = (1, 1_000);
+/// Bounds of `max_batch_records`: 1 to 100,000,000 records.
+pub const BATCH_RECORDS: (u64, u64) = (1, 100_000_000);
+/// Bounds of `max_batch_bytes`: 1 byte to 16 GiB (17,179,869,184 bytes).
+pub const BATCH_BYTES: (u64, u64) = (1, 16 << 30);
+/// Bounds of `offset_lag_max`: 0 to `i64::MAX` records (Kafka offsets are `i64`: a larger lag
+/// cannot occur).
+pub const OFFSET_LAG_MAX: (u64, u64) = (0, i64::MAX as u64);
+/// Largest `replication_factor`: Kafka's replication factor is an `i16` (32,767).
+pub const MAX_REPLICATION_FACTOR: i32 = i16::MAX as i32;
+
+/// librdkafka client properties naming a file Strait's clients read (or the kinit command, for
+/// the keytab); checked readable by [`Config::load`]. `ssl.ca.location` and `https.ca.location`
+/// may name a directory, or be `probe` (the system's CA stores).
+const FILE_SETTINGS: &[&str] = &[
+    "ssl.ca.location",
+    "https.ca.location",
+    "ssl.crl.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.keystore.location",
+    "ssl.engine.location",
+    "sasl.kerberos.keytab",
+    "sasl.oauthbearer.assertion.private.key.file",
+    "sasl.oauthbearer.assertion.file",
+    "sasl.oauthbearer.assertion.jwt.template.file",
+];
+
+/// Why the file `path` named by client property `key` cannot be used, or `None` when it can be read.
+fn unreadable(key: &str, path: &str) -> Option<String> {
+    let ca = key.ends_with("ca.location");
+    if path.is_empty() || (ca && path == "probe") {
+        return None;
+    }
+    let readable = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() && ca => std::fs::read_dir(path).map(|_| ()),
+        Ok(m) if m.is_dir() => return Some(format!("{path:?} is a directory, not a file")),
+        Ok(_) => std::fs::File::open(path).map(|_| ()),
+        Err(e) => Err(e),
+    };
+    readable.err().map(|e| format!("cannot read {path:?}: {e}"))
+}
+
 /// Delivery guarantee of a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -218,14 +275,16 @@ pub struct FlowConfig {
     pub delivery: DeliveryKind,
     /// Longest a transaction may stay open before the target aborts it (ms; Kafka
     /// `transaction.timeout.ms`, at most the broker's `transaction.max.timeout.ms`, 15 min by
-    /// default). Only with `exactly_once`; must exceed `commit_interval_ms`. Default 60,000.
+    /// default). Only with `exactly_once`; must exceed `commit_interval_ms`. 1,000 to 2,147,483,647
+    /// ([`TRANSACTION_TIMEOUT_MS`]). Default 60,000.
     #[serde(default = "default_transaction_timeout_ms")]
     pub transaction_timeout_ms: u64,
     /// Most downstream records between two offset syncs of a partition (MM2 `offset.lag.max`).
-    /// Default 100; 0 writes one sync per record.
+    /// 0 (one sync per record) to 9,223,372,036,854,775,807 ([`OFFSET_LAG_MAX`]). Default 100.
     #[serde(default = "default_offset_lag_max")]
     pub offset_lag_max: u64,
-    /// How often source topics and partitions are re-listed (ms). Default 5,000.
+    /// How often source topics and partitions are re-listed (ms; 1 to one year, [`INTERVAL_MS`]).
+    /// Default 5,000.
     #[serde(default = "default_refresh_ms")]
     pub refresh_topics_interval_ms: u64,
     /// `earliest` (default) or `latest`: where a topic with no saved position starts. Partitions
@@ -236,8 +295,8 @@ pub struct FlowConfig {
     /// deleted on the source (a saved position below the log start). Both log the loss.
     #[serde(default = "default_on_source_gap")]
     pub on_source_gap: OnSourceGap,
-    /// While a flow is behind, one INFO line this often (ms) gives records/s and the total lag.
-    /// Default 30,000.
+    /// While a flow is behind, one INFO line this often (ms; 1 to one year) gives records/s and
+    /// the total lag. Default 30,000.
     #[serde(default = "default_progress_ms")]
     pub progress_log_interval_ms: u64,
     /// Kafka Connect offsets topic on the target where a MirrorMaker 2 that ran this flow before
@@ -249,7 +308,8 @@ pub struct FlowConfig {
     /// `sync.topic.configs.enabled`, with KIP-894's incremental semantics). Default true.
     #[serde(default = "yes")]
     pub sync_topic_configs: bool,
-    /// How often topic configs are synced (ms). Default 60,000 (MM2 `sync.topic.configs.interval.seconds`).
+    /// How often topic configs are synced (ms; 1 to one year). Default 60,000 (MM2
+    /// `sync.topic.configs.interval.seconds`).
     #[serde(default = "default_topic_configs_ms")]
     pub sync_topic_configs_interval_ms: u64,
     /// Regexes (whole-name match) of topic config names never synced, in addition to MM2's
@@ -258,17 +318,20 @@ pub struct FlowConfig {
     pub sync_topic_configs_exclude: Vec<String>,
     /// Longest time a batch stays uncommitted (ms): bounds duplicates after a crash in
     /// at-least-once mode, and the latency of `read_committed` consumers in exactly-once mode.
-    /// Default 1,000.
+    /// 1 to one year ([`INTERVAL_MS`]). Default 1,000.
     #[serde(default = "default_commit_ms")]
     pub commit_interval_ms: u64,
-    /// A batch is committed at this many records. Default 250,000.
+    /// A batch is committed at this many records: 1 to 100,000,000 ([`BATCH_RECORDS`]). Default
+    /// 250,000.
     #[serde(default = "default_batch_records")]
     pub max_batch_records: u64,
-    /// A batch is committed at this many bytes. Default 134,217,728 (128 MiB).
+    /// A batch is committed at this many bytes: 1 to 17,179,869,184 (16 GiB, [`BATCH_BYTES`]).
+    /// Default 134,217,728 (128 MiB).
     #[serde(default = "default_batch_bytes")]
     pub max_batch_bytes: u64,
-    /// Replication factor of topics Strait creates on the target; -1 takes the broker's
-    /// `default.replication.factor`. Default -1.
+    /// Replication factor of topics Strait creates on the target: 1 to 32,767 (Kafka's `i16`), at
+    /// most the target's broker count (checked at start: the flow stops naming this setting), or
+    /// -1 for the broker's `default.replication.factor`. Default -1.
     #[serde(default = "default_rf")]
     pub replication_factor: i32,
     /// Regexes (whole-name match) of source consumer groups to checkpoint. Default `[".*"]`.
@@ -282,23 +345,23 @@ pub struct FlowConfig {
     /// `emit.checkpoints.enabled`). Default true.
     #[serde(default = "yes")]
     pub emit_checkpoints: bool,
-    /// How often checkpoints are emitted (ms). Default 5,000 (MM2 waits 60 s).
+    /// How often checkpoints are emitted (ms; 1 to one year). Default 5,000 (MM2 waits 60 s).
     #[serde(default = "default_checkpoints_ms")]
     pub emit_checkpoints_interval_ms: u64,
-    /// How often source consumer groups are re-listed (ms). Default 10,000.
+    /// How often source consumer groups are re-listed (ms; 1 to one year). Default 10,000.
     #[serde(default = "default_groups_ms")]
     pub refresh_groups_interval_ms: u64,
     /// Commit translated offsets into target groups that are absent or empty (MM2
     /// `sync.group.offsets.enabled`). Default false.
     #[serde(default)]
     pub sync_group_offsets: bool,
-    /// How often group offsets are synced (ms). Default 5,000.
+    /// How often group offsets are synced (ms; 1 to one year). Default 5,000.
     #[serde(default = "default_checkpoints_ms")]
     pub sync_group_offsets_interval_ms: u64,
     /// Write heartbeats to `heartbeats` on the target (MM2 `emit.heartbeats.enabled`). Default true.
     #[serde(default = "yes")]
     pub emit_heartbeats: bool,
-    /// How often heartbeats are written (ms). Default 1,000.
+    /// How often heartbeats are written (ms; 1 to one year). Default 1,000.
     #[serde(default = "default_heartbeats_ms")]
     pub emit_heartbeats_interval_ms: u64,
     /// Running the flow on several instances (`[flows.scale_out]`). Off by default.
@@ -316,12 +379,14 @@ pub struct ScaleOutConfig {
     #[serde(default)]
     pub enabled: bool,
     /// Slots the flow's source partitions are spread over (the coordination topic's partition
-    /// count); the most instances that can share the work. Fixed once instances ran. Default 12.
+    /// count); the most instances that can share the work: 1 to 1,000 ([`SLOTS`]). Fixed once
+    /// instances ran. Default 12.
     #[serde(default = "default_slots")]
     pub slots: u32,
     /// How long an instance that stopped answering keeps its slots before the group gives them
     /// to the others (ms; the group's `session.timeout.ms`, within the broker's
-    /// `group.min/max.session.timeout.ms`). Default 10,000.
+    /// `group.min/max.session.timeout.ms`, checked at start): 1,000 to 3,600,000
+    /// ([`SESSION_TIMEOUT_MS`]). Default 10,000.
     #[serde(default = "default_session_timeout_ms")]
     pub session_timeout_ms: u64,
 }
@@ -538,6 +603,7 @@ impl Flow {
     /// batches, so an instance owning every slot keeps about the memory of a flow without
     /// scale-out.
     pub fn slot_share(&self, total: usize, floor: usize) -> usize {
+        // At most SLOTS.1 slots: the count fits.
         (total / self.slots.max(1) as usize).max(floor).min(total)
     }
 
@@ -584,7 +650,10 @@ impl Flow {
 }
 
 impl Config {
-    /// Reads, parses and validates `path` into its flows. Errors name the file or the field.
+    /// Reads, parses and validates `path` into its flows, and checks that every file a cluster's
+    /// client settings name can be read here (`ssl.ca.location`...). Errors name the file or the
+    /// field, e.g. `clusters[1].client."ssl.ca.location": cannot read "/etc/ca.pem": No such file
+    /// or directory`.
     pub fn load(path: &Path) -> Result<Vec<Flow>, ConfigError> {
         Self::load_with_metrics(path).map(|(flows, _)| flows)
     }
@@ -593,13 +662,23 @@ impl Config {
     pub fn load_with_metrics(path: &Path) -> Result<(Vec<Flow>, MetricsSettings), ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
-        Self::parse_with_metrics(&text).map_err(|e| {
-            if e.field.is_empty() {
-                err(path.display().to_string(), e.message)
-            } else {
-                e
+        let config: Config = toml::from_str(&text).map_err(|e| err(path.display().to_string(), e.to_string()))?;
+        let loaded = config.resolve()?;
+        config.check_client_files()?;
+        Ok(loaded)
+    }
+
+    /// Every file named in a cluster's client settings ([`FILE_SETTINGS`]) can be read. Errors:
+    /// `clusters[i].client."<key>"` with the path and the OS error.
+    fn check_client_files(&self) -> Result<(), ConfigError> {
+        for (i, c) in self.clusters.iter().enumerate() {
+            for (key, path) in c.client.iter().filter(|(k, _)| FILE_SETTINGS.contains(&k.as_str())) {
+                if let Some(why) = unreadable(key, path) {
+                    return Err(err(format!("clusters[{i}].client.\"{key}\""), why));
+                }
             }
-        })
+        }
+        Ok(())
     }
 
     /// Parses and validates TOML text into its flows. Errors name the field at fault.
@@ -610,6 +689,12 @@ impl Config {
     /// [`Config::parse`], with the `[metrics]` settings.
     pub fn parse_with_metrics(text: &str) -> Result<(Vec<Flow>, MetricsSettings), ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| err("", e.to_string()))?;
+        config.resolve()
+    }
+
+    /// Validates the flows and the `[metrics]` settings.
+    fn resolve(&self) -> Result<(Vec<Flow>, MetricsSettings), ConfigError> {
+        let config = self;
         let listen = match config.metrics.as_ref().and_then(|m| m.listen.as_ref()) {
             Some(l) => Some(l.parse().map_err(|e| err("metrics.listen", format!("not a host:port address: {e}")))?),
             None => None,
@@ -685,18 +770,27 @@ impl Config {
                     ));
                 }
             }
-            let positive = |name: &str, value: u64| {
-                if value == 0 {
-                    Err(err(format!("{field}.{name}"), "must be positive"))
-                } else {
+            let within = |name: &str, value: u64, (min, max): (u64, u64), unit: &str| {
+                if (min..=max).contains(&value) {
                     Ok(value)
+                } else {
+                    Err(err(
+                        format!("{field}.{name}"),
+                        format!("{value} is out of bounds: must be {min} to {max} {unit}"),
+                    ))
                 }
             };
-            let ms = |name: &str, value: u64| positive(name, value).map(Duration::from_millis);
-            if f.replication_factor == 0 || f.replication_factor < -1 {
+            let ms = |name: &str, value: u64| within(name, value, INTERVAL_MS, "ms").map(Duration::from_millis);
+            // Both bounds fit `usize` on the 64-bit targets Strait builds for; `try_from` says so
+            // on any other.
+            let count = |name: &str, value: u64, bounds: (u64, u64), unit: &str| {
+                let value = within(name, value, bounds, unit)?;
+                usize::try_from(value).map_err(|_| err(format!("{field}.{name}"), format!("{value} is too large here")))
+            };
+            if f.replication_factor != -1 && !(1..=MAX_REPLICATION_FACTOR).contains(&f.replication_factor) {
                 return Err(err(
                     format!("{field}.replication_factor"),
-                    "must be positive, or -1 for the broker default",
+                    format!("must be 1 to {MAX_REPLICATION_FACTOR}, or -1 for the broker default"),
                 ));
             }
             let commit_interval = ms("commit_interval_ms", f.commit_interval_ms)?;
@@ -709,7 +803,12 @@ impl Config {
                             "must be \"target\" with delivery = \"exactly_once\": offset syncs are written in the target's transactions",
                         ));
                     }
-                    let transaction_timeout = ms("transaction_timeout_ms", f.transaction_timeout_ms)?;
+                    let transaction_timeout = Duration::from_millis(within(
+                        "transaction_timeout_ms",
+                        f.transaction_timeout_ms,
+                        TRANSACTION_TIMEOUT_MS,
+                        "ms",
+                    )?);
                     if transaction_timeout <= commit_interval {
                         return Err(err(
                             format!("{field}.transaction_timeout_ms"),
@@ -746,7 +845,7 @@ impl Config {
                 residency: residency.for_target(&target.alias, &target.zones),
                 delivery,
                 offset_syncs_location: f.offset_syncs_topic_location,
-                offset_lag_max: f.offset_lag_max,
+                offset_lag_max: within("offset_lag_max", f.offset_lag_max, OFFSET_LAG_MAX, "records")?,
                 refresh_topics_interval: ms("refresh_topics_interval_ms", f.refresh_topics_interval_ms)?,
                 start_from: f.start_from,
                 on_source_gap: f.on_source_gap,
@@ -764,8 +863,8 @@ impl Config {
                     &f.sync_topic_configs_exclude,
                 )?,
                 commit_interval,
-                max_batch_records: positive("max_batch_records", f.max_batch_records)? as usize,
-                max_batch_bytes: positive("max_batch_bytes", f.max_batch_bytes)? as usize,
+                max_batch_records: count("max_batch_records", f.max_batch_records, BATCH_RECORDS, "records")?,
+                max_batch_bytes: count("max_batch_bytes", f.max_batch_bytes, BATCH_BYTES, "bytes")?,
                 replication_factor: f.replication_factor,
                 emit_checkpoints: f.emit_checkpoints,
                 emit_checkpoints_interval: ms("emit_checkpoints_interval_ms", f.emit_checkpoints_interval_ms)?,
@@ -774,13 +873,17 @@ impl Config {
                 sync_group_offsets_interval: ms("sync_group_offsets_interval_ms", f.sync_group_offsets_interval_ms)?,
                 emit_heartbeats: f.emit_heartbeats,
                 emit_heartbeats_interval: ms("emit_heartbeats_interval_ms", f.emit_heartbeats_interval_ms)?,
-                slots: if f.scale_out.enabled {
-                    positive("scale_out.slots", f.scale_out.slots.into())? as u32
-                } else {
-                    1
+                slots: match within("scale_out.slots", f.scale_out.slots.into(), SLOTS, "slots")? {
+                    _ if !f.scale_out.enabled => 1,
+                    _ => f.scale_out.slots,
                 },
                 scale_out: f.scale_out.enabled,
-                session_timeout: ms("scale_out.session_timeout_ms", f.scale_out.session_timeout_ms)?,
+                session_timeout: Duration::from_millis(within(
+                    "scale_out.session_timeout_ms",
+                    f.scale_out.session_timeout_ms,
+                    SESSION_TIMEOUT_MS,
+                    "ms",
+                )?),
             });
         }
         Ok(flows)
@@ -874,6 +977,33 @@ mod tests {
                 .unwrap()[0];
         assert_eq!(flow.delivery, Delivery::ExactlyOnce { transaction_timeout: Duration::from_secs(9) });
         assert_eq!(flow.transactional_id(0), "strait-a->b/slot-0");
+    }
+
+    #[test]
+    fn numeric_bounds_are_inclusive() {
+        let edge = "commit_interval_ms = 31536000000\nemit_heartbeats_interval_ms = 1\nmax_batch_records = 100000000\n\
+                    max_batch_bytes = 17179869184\noffset_lag_max = 9223372036854775807\nreplication_factor = 32767\n\
+                    [flows.scale_out]\nenabled = true\nslots = 1000\nsession_timeout_ms = 3600000\n";
+        let flow = &Config::parse(&format!("{TWO_CLUSTERS}{edge}")).unwrap()[0];
+        assert_eq!((flow.slots, flow.replication_factor, flow.max_batch_bytes), (1000, 32767, 16 << 30));
+        assert_eq!(flow.commit_interval, Duration::from_secs(365 * 24 * 3600));
+        let e = Config::parse(&format!("{TWO_CLUSTERS}{}", edge.replace("slots = 1000", "slots = 1001"))).unwrap_err();
+        assert_eq!(e.to_string(), "flows[0].scale_out.slots: 1001 is out of bounds: must be 1 to 1000 slots");
+    }
+
+    #[test]
+    fn client_files_must_be_readable() {
+        assert_eq!(unreadable("ssl.ca.location", "probe"), None, "the system's CA stores");
+        assert_eq!(unreadable("ssl.ca.location", "/tmp"), None, "a CA directory");
+        assert_eq!(unreadable("ssl.ca.location", ""), None, "unset");
+        let why = unreadable("ssl.key.location", "/tmp").unwrap();
+        assert!(why.contains("is a directory"), "{why}");
+        let why = unreadable("ssl.certificate.location", "/nonexistent/cert.pem").unwrap();
+        assert!(why.contains("\"/nonexistent/cert.pem\"") && why.contains("No such file"), "{why}");
+        let readable = std::env::temp_dir().join(format!("strait-config-{}.pem", std::process::id()));
+        std::fs::write(&readable, "pem").unwrap();
+        assert_eq!(unreadable("ssl.certificate.location", readable.to_str().unwrap()), None);
+        std::fs::remove_file(readable).unwrap();
     }
 
     #[test]

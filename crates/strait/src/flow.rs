@@ -20,7 +20,7 @@ use crate::config::Flow;
 use crate::control::checkpoint::CheckpointTask;
 use crate::control::heartbeat::run_heartbeats;
 use crate::control::topic_configs::run_topic_config_sync;
-use crate::kafka::control_producer;
+use crate::kafka::{classify_start, connect_error, control_producer, StartFailure};
 use crate::metrics::metrics;
 use crate::sink::TargetSink;
 use crate::slots::{slot_of, SlotEvent, SlotGroup};
@@ -32,27 +32,12 @@ const BACKOFF_MIN: Duration = Duration::from_millis(500);
 /// Longest wait between start attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(15);
 
-/// Start errors retrying cannot change: transactions the target refuses (a transaction timeout
-/// it does not allow), failed authentication, missing permissions, a source gap with
-/// `on_source_gap = "fail"`, a slot count other instances do not share. Everything else at start
-/// (an unreachable cluster...) is retried.
-fn permanent(e: &ConnectError) -> bool {
-    matches!(
-        e,
-        ConnectError::Transaction { .. }
-            | ConnectError::Denied { .. }
-            | ConnectError::DataLoss { .. }
-            | ConnectError::Conflict { .. }
-            | ConnectError::Fenced { .. }
-    )
-}
-
 /// Runs `flow` on this instance until `cancel` (then drains the slots it owns, leaves the slot
 /// group and returns `Ok`, or the error of a slot that failed before or while draining) or it
 /// fails.
 ///
 /// Start-up failures are retried with doubling backoff (0.5 s up to 15 s), each logged, except
-/// the [`permanent`] ones, which stop the flow at once. Once running, an error that cannot be
+/// the permanent ones ([`classify_start`]), which stop the flow at once naming the setting. Once running, an error that cannot be
 /// retried stops the flow and is returned with the topic/partition/offset at fault. A slot taken
 /// over by another instance is dropped with an info log when scale-out is on; with it off, the
 /// flow runs on one instance only, and this one stops with a [`ConnectError::Fenced`] when
@@ -60,8 +45,7 @@ fn permanent(e: &ConnectError) -> bool {
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
     let up = |running: bool| metrics().set_flow_up(&flow.name, &flow.source.alias, &flow.target.alias, running);
     up(false);
-    let Some((group, mut events)) = with_backoff(&flow, "flow", &cancel, permanent, || SlotGroup::join(&flow)).await?
-    else {
+    let Some((group, mut events)) = with_backoff(&flow, "flow", &cancel, || SlotGroup::join(&flow)).await? else {
         return Ok(());
     };
     up(true);
@@ -263,7 +247,7 @@ async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): (CancellationToken
 /// Runs the data path of `slot` until `cancel` (then drains and returns `Ok`) or it fails.
 async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: CancellationToken) -> ConnectResult<()> {
     let Some((source, sink)) =
-        with_backoff(&flow, "flow", &cancel, permanent, || start(flow.clone(), slot, committed.clone())).await?
+        with_backoff(&flow, "flow", &cancel, || start(flow.clone(), slot, committed.clone())).await?
     else {
         return Ok(());
     };
@@ -297,48 +281,50 @@ async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: Canc
 }
 
 /// Calls `attempt` until it succeeds (`Ok(Some)`), `cancel` fires (`Ok(None)`) or it fails in a
-/// way `permanent` says retrying cannot change (`Err`), waiting 0.5 s doubling to 15 s between
-/// failures, each logged as a warning naming `what`.
-async fn with_backoff<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+/// way retrying cannot change ([`StartFailure::Permanent`] of [`classify_start`]: `Err`, naming
+/// the setting), waiting 0.5 s doubling to 15 s between transient failures, each logged as a
+/// warning naming `what`.
+async fn with_backoff<T, F: Future<Output = ConnectResult<T>>>(
     flow: &Flow,
     what: &str,
     cancel: &CancellationToken,
-    permanent: impl Fn(&E) -> bool,
     mut attempt: impl FnMut() -> F,
-) -> Result<Option<T>, E> {
+) -> ConnectResult<Option<T>> {
     let mut wait = BACKOFF_MIN;
     loop {
         let result = tokio::select! {
             r = attempt() => r,
             _ = cancel.cancelled() => return Ok(None),
         };
-        match result {
+        let e = match result {
             Ok(v) => return Ok(Some(v)),
-            Err(e) if permanent(&e) => return Err(e),
-            Err(e) => {
-                tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "{what} could not start; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = cancel.cancelled() => return Ok(None),
-                }
-                wait = (wait * 2).min(BACKOFF_MAX);
-            }
+            Err(e) => match classify_start(flow, e) {
+                StartFailure::Permanent(e) => return Err(e),
+                StartFailure::Transient(e) => e,
+            },
+        };
+        // At most BACKOFF_MAX: the milliseconds fit.
+        tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "{what} could not start; retrying");
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = cancel.cancelled() => return Ok(None),
         }
+        wait = (wait * 2).min(BACKOFF_MAX);
     }
 }
 
-/// Starts the checkpoint task (retrying with backoff until the target answers) and runs it.
+/// Starts the checkpoint task (retrying with backoff while the clusters do not answer) and runs
+/// it; a permanent failure (say, a missing ACL) stops checkpoints with an error log.
 async fn run_checkpoints(flow: Arc<Flow>, producer: crate::kafka::ControlProducer, cancel: CancellationToken) {
-    let started = with_backoff(
-        &flow,
-        "checkpoints",
-        &cancel,
-        |_| false,
-        || CheckpointTask::start(flow.clone(), producer.clone()),
-    )
-    .await;
-    if let Ok(Some(task)) = started {
-        task.run(cancel).await;
+    let start = || async {
+        CheckpointTask::start(flow.clone(), producer.clone())
+            .await
+            .map_err(|e| connect_error(format!("start checkpoints of flow {}", flow.name), e))
+    };
+    match with_backoff(&flow, "checkpoints", &cancel, start).await {
+        Ok(Some(task)) => task.run(cancel).await,
+        Ok(None) => {}
+        Err(e) => tracing::error!(flow = %flow.name, error = %e, "checkpoints cannot start: none are written"),
     }
 }
 

@@ -1,5 +1,7 @@
-//! The command line with bad input: each invalid config exits non-zero naming the field, and an
-//! unreachable cluster is retried with backoff and logged, never a panic. No brokers needed.
+//! The command line with bad input: each invalid config exits non-zero naming the field (numeric
+//! settings out of their documented bounds, client files that cannot be read, a client librdkafka
+//! cannot create), and an unreachable cluster is retried with backoff and logged, never a panic.
+//! No brokers needed.
 
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -29,6 +31,25 @@ bootstrap_servers = "127.0.0.1:9093"
 fn with_flow(flow: &str) -> String {
     format!("{CLUSTERS}\n[[flows]]\nsource = \"us\"\ntarget = \"eu\"\n{flow}\n")
 }
+
+/// A flow whose target cluster `eu` has `client` (TOML lines of its `[clusters.client]` table).
+fn with_target_client(client: &str) -> String {
+    format!("{CLUSTERS}[clusters.client]\n{client}\n[[flows]]\nsource = \"us\"\ntarget = \"eu\"\n")
+}
+
+/// `[flows.scale_out]` with `lines`.
+fn with_scale_out(lines: &str) -> String {
+    with_flow(&format!("[flows.scale_out]\nenabled = true\n{lines}"))
+}
+
+/// A file in this run's temp folder holding `text`: its path.
+fn temp_file(name: &str, text: &str) -> String {
+    let path = write(name, text).with_extension("pem");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+const MISSING: &str = "/nonexistent/strait/file.pem";
 
 #[test]
 fn valid_config_passes_validate() {
@@ -63,18 +84,106 @@ fn invalid_configs_exit_non_zero_naming_the_field() {
         ("transaction timeout within the commit interval", with_flow("delivery = \"exactly_once\"\ntransaction_timeout_ms = 500"), "flows[0].transaction_timeout_ms"),
         ("blank bootstrap list", with_flow("").replace("127.0.0.1:9093", " , "), "clusters[1].bootstrap_servers"),
         ("zone both allowed and denied", format!("{}\n[[residency.policies]]\nname = \"p\"\ntopics = [\"x\"]\nallow_zones = [\"eu\"]\ndeny_zones = [\"eu\"]\n", with_flow("")), "residency.policies[0].deny_zones"),
+        // Numeric bounds (the config's doc comments state them).
+        ("slots of 2^31", with_scale_out("slots = 2147483648"), "flows[0].scale_out.slots"),
+        ("slots above the most", with_scale_out("slots = 1001"), "flows[0].scale_out.slots"),
+        ("slots above u32", with_scale_out("slots = 4294967296"), "slots"),
+        ("slots out of bounds with scale-out off", with_flow("[flows.scale_out]\nslots = 2147483648"), "flows[0].scale_out.slots"),
+        ("session timeout above librdkafka's", with_scale_out("session_timeout_ms = 3600001"), "flows[0].scale_out.session_timeout_ms"),
+        ("session timeout below 1 s", with_scale_out("session_timeout_ms = 999"), "flows[0].scale_out.session_timeout_ms"),
+        ("commit interval of i64::MAX ms", with_flow("commit_interval_ms = 9223372036854775807"), "flows[0].commit_interval_ms"),
+        ("refresh interval over a year", with_flow("refresh_topics_interval_ms = 31536000001"), "flows[0].refresh_topics_interval_ms"),
+        ("progress interval of i64::MAX ms", with_flow("progress_log_interval_ms = 9223372036854775807"), "flows[0].progress_log_interval_ms"),
+        ("topic config sync interval of i64::MAX ms", with_flow("sync_topic_configs_interval_ms = 9223372036854775807"), "flows[0].sync_topic_configs_interval_ms"),
+        ("checkpoint interval of i64::MAX ms", with_flow("emit_checkpoints_interval_ms = 9223372036854775807"), "flows[0].emit_checkpoints_interval_ms"),
+        ("group refresh interval of i64::MAX ms", with_flow("refresh_groups_interval_ms = 9223372036854775807"), "flows[0].refresh_groups_interval_ms"),
+        ("group sync interval of i64::MAX ms", with_flow("sync_group_offsets_interval_ms = 9223372036854775807"), "flows[0].sync_group_offsets_interval_ms"),
+        ("heartbeat interval of i64::MAX ms", with_flow("emit_heartbeats_interval_ms = 9223372036854775807"), "flows[0].emit_heartbeats_interval_ms"),
+        ("zero heartbeat interval", with_flow("emit_heartbeats_interval_ms = 0"), "flows[0].emit_heartbeats_interval_ms"),
+        ("transaction timeout of i64::MAX ms", with_flow("delivery = \"exactly_once\"\ntransaction_timeout_ms = 9223372036854775807"), "flows[0].transaction_timeout_ms"),
+        ("transaction timeout below librdkafka's 1 s", with_flow("delivery = \"exactly_once\"\ncommit_interval_ms = 500\ntransaction_timeout_ms = 999"), "flows[0].transaction_timeout_ms"),
+        ("zero batch records", with_flow("max_batch_records = 0"), "flows[0].max_batch_records"),
+        ("batch records above the most", with_flow("max_batch_records = 100000001"), "flows[0].max_batch_records"),
+        ("batch bytes above 16 GiB", with_flow("max_batch_bytes = 17179869185"), "flows[0].max_batch_bytes"),
+        ("offset lag above i64", with_flow("offset_lag_max = 9223372036854775808"), "offset_lag_max"),
+        ("replication factor above i16", with_flow("replication_factor = 32768"), "flows[0].replication_factor"),
+        ("replication factor of 2^31", with_flow("replication_factor = 2147483648"), "replication_factor"),
+        ("replication factor 0", with_flow("replication_factor = 0"), "flows[0].replication_factor"),
+        ("replication factor -2", with_flow("replication_factor = -2"), "flows[0].replication_factor"),
+        // Files named in client settings, checked before anything connects.
+        ("missing CA file", with_target_client(&format!("\"security.protocol\" = \"ssl\"\n\"ssl.ca.location\" = \"{MISSING}\"")), "clusters[1].client.\"ssl.ca.location\""),
+        ("missing client certificate", with_target_client(&format!("\"ssl.certificate.location\" = \"{MISSING}\"")), "clusters[1].client.\"ssl.certificate.location\""),
+        ("missing client key", with_target_client(&format!("\"ssl.key.location\" = \"{MISSING}\"")), "clusters[1].client.\"ssl.key.location\""),
+        ("missing keystore", with_target_client(&format!("\"ssl.keystore.location\" = \"{MISSING}\"")), "clusters[1].client.\"ssl.keystore.location\""),
+        ("missing CRL", with_target_client(&format!("\"ssl.crl.location\" = \"{MISSING}\"")), "clusters[1].client.\"ssl.crl.location\""),
+        ("missing Kerberos keytab", with_target_client(&format!("\"sasl.kerberos.keytab\" = \"{MISSING}\"")), "clusters[1].client.\"sasl.kerberos.keytab\""),
+        ("client key is a directory", with_target_client("\"ssl.key.location\" = \"/tmp\""), "clusters[1].client.\"ssl.key.location\""),
     ];
-    assert!(cases.len() >= 8);
+    assert!(cases.len() >= 30);
+    let rows = cases.len();
+    let mut failed = Vec::new();
     for (what, text, field) in cases {
         let path = write(&what.replace(' ', "-"), &text);
+        let mut wrong = Vec::new();
         for cmd in ["validate", "run"] {
-            let out = strait(&[cmd, "--config", path.to_str().unwrap()]);
+            // A config `validate` passes would make `run` retry for ever: bounded here.
+            let out = strait_within(&[cmd, "--config", path.to_str().unwrap()], Duration::from_secs(10));
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{what}: `strait {cmd}` must exit 2; stderr: {stderr}");
-            assert!(stderr.contains(field), "{what}: error must name {field:?}; got: {stderr}");
-            assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+            if out.status.code() != Some(2) || !stderr.contains(field) || stderr.contains("panicked") {
+                wrong.push(format!("`strait {cmd}` must exit 2 naming {field:?}: {:?}, {stderr}", out.status));
+            }
+        }
+        if !wrong.is_empty() {
+            failed.push(format!("{what}: {}", wrong.join("; ")));
         }
     }
+    assert!(failed.is_empty(), "{} of {rows} rows failed:\n{}", failed.len(), failed.join("\n"));
+}
+
+/// Settings only a client can refuse: `validate` passes them (the files exist), and `run` stops
+/// within 30 s naming the setting instead of retrying for ever.
+#[test]
+fn clients_librdkafka_cannot_create_stop_run_naming_the_setting() {
+    let garbage = temp_file("garbage", "not a certificate\n");
+    let ssl = |key: &str| format!("\"security.protocol\" = \"ssl\"\n\"{key}\" = \"{garbage}\"");
+    let cases = [
+        ("unparsable CA file", with_target_client(&ssl("ssl.ca.location")), "ssl.ca.location"),
+        (
+            "unparsable client certificate",
+            with_target_client(&ssl("ssl.certificate.location")),
+            "ssl.certificate.location",
+        ),
+        ("unparsable client key", with_target_client(&ssl("ssl.key.location")), "ssl.key.location"),
+    ];
+    for (what, text, field) in cases {
+        let path = write(&what.replace(' ', "-"), &text);
+        let out = strait(&["validate", "--config", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{what}: only a client can tell: {}", String::from_utf8_lossy(&out.stderr));
+        let started = Instant::now();
+        let out = strait_within(&["run", "--config", path.to_str().unwrap()], Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.code().is_some_and(|c| c != 0), "{what}: `strait run` must exit non-zero: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(30), "{what}: took {:?}", started.elapsed());
+        assert!(stderr.contains(field), "{what}: error must name {field:?}; got: {stderr}");
+        assert!(!stderr.contains("could not start; retrying"), "{what}: retried: {stderr}");
+        assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+    }
+}
+
+/// `strait <args>`, killed after `limit` (then its status is the kill's).
+fn strait_within(args: &[&str], limit: Duration) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run strait");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
 }
 
 #[test]

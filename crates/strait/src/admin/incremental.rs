@@ -29,7 +29,7 @@ pub fn set_topic_configs(
         .map(|(k, v)| Ok((CString::new(k.as_str())?, CString::new(v.as_str())?)))
         .collect::<Result<_, std::ffi::NulError>>()
         .map_err(nul)?;
-    let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     let rk = client.inner().native_ptr();
     // SAFETY: every pointer passed below is either a live librdkafka object owned by an `Owned`
     // (destroyed after its last use) or a CString that outlives the call using it; the client

@@ -82,7 +82,9 @@ impl Admin {
     }
 
     /// Creates `topic` unless it exists. `configs` are topic-level settings; `rf` -1 means the
-    /// broker default. Already existing is success.
+    /// broker default. Already existing is success. Errors: the broker's refusal (as
+    /// [`KafkaError::AdminOp`], logged with the replication factor and configs asked for), or
+    /// [`KafkaError::AdminOpCreation`] for a partition count above Kafka's `i32`.
     pub async fn create_topic(
         &self,
         topic: &str,
@@ -90,7 +92,10 @@ impl Admin {
         rf: i32,
         configs: &[(String, String)],
     ) -> Result<(), KafkaError> {
-        let mut new = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(rf));
+        let count = i32::try_from(partitions).map_err(|_| {
+            KafkaError::AdminOpCreation(format!("topic {topic}: {partitions} partitions are more than Kafka allows"))
+        })?;
+        let mut new = NewTopic::new(topic, count, TopicReplication::Fixed(rf));
         for (k, v) in configs {
             new = new.set(k, v);
         }
@@ -99,9 +104,9 @@ impl Admin {
             match r {
                 Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
                 Err((t, code)) => {
-                    return Err(KafkaError::AdminOp(code)).inspect_err(
-                        |_| tracing::error!(cluster = %self.alias, topic = %t, "create topic failed: {code}"),
-                    )
+                    return Err(KafkaError::AdminOp(code)).inspect_err(|_| {
+                        tracing::error!(cluster = %self.alias, topic = %t, partitions, replication_factor = rf, configs = ?configs, "create topic failed: {code}")
+                    })
                 }
             }
         }

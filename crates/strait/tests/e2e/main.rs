@@ -22,3 +22,4 @@ mod scale_out;
 mod security;
 mod selection;
 mod sink;
+mod startup_errors;
