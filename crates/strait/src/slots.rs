@@ -8,6 +8,8 @@
 //! its own `transactional.id` ([`crate::config::Flow::transactional_id`]), whose
 //! `init_transactions` fences the slot's previous owner: the group decides, fencing makes sure.
 //! With scale-out off the flow has one slot, so a second instance finds it owned and is refused.
+//! The slot count (scale-out turned on, `slots` raised) changes as a rolling change: the topic
+//! grows once no instance with the old count is in the group ([`SlotGroup::join`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as sync_mpsc, Arc};
@@ -23,6 +25,7 @@ use tokio::sync::mpsc;
 
 use crate::admin::Admin;
 use crate::config::Flow;
+use crate::control::checkpoint::groups::GroupClient;
 use crate::kafka::{connect_error, is_denied};
 
 /// The slot (in `0..slots`) of source `topic`/`partition`: the topic's FNV-1a hash plus the
@@ -84,8 +87,63 @@ impl ConsumerContext for GroupContext {
     }
 }
 
+/// The slots of an assignment: its partitions of the coordination topic (never negative).
 fn slots_in(tpl: &TopicPartitionList) -> Vec<u32> {
-    tpl.elements().iter().map(|e| e.partition() as u32).collect()
+    tpl.elements().iter().filter_map(|e| u32::try_from(e.partition()).ok()).collect()
+}
+
+/// How long [`resize`] waits for the grown coordination topic to show its new partition count in
+/// the metadata the slot group will read (a group assigning the old count would leave the new
+/// slots without an owner until librdkafka's next metadata refresh).
+const GROWN_METADATA_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Changes the coordination topic of `flow` from `partitions` to `slots` partitions, a rolling
+/// change: it grows (Kafka's CreatePartitions) only when the flow's slot group has no member,
+/// since a member runs with the old count. Errors: a [`ConnectError::Conflict`] naming
+/// `[flows.scale_out] slots` while instances with the old count are alive, or when the count
+/// would shrink (Kafka cannot remove partitions); a [`ConnectError::Backend`] (retriable) when
+/// the group cannot be described, the topic grown, or the new count is not seen in time.
+async fn resize(flow: &Flow, admin: &Admin, partitions: usize, slots: usize) -> ConnectResult<()> {
+    let (topic, group, cluster) = (flow.slots_topic(), flow.slots_group(), &flow.target.alias);
+    let refused = |why: String| {
+        ConnectError::conflict(
+            format!("flow {}: [flows.scale_out] slots", flow.name),
+            format!(
+                "the flow has {slots} slot(s) but {topic} on {cluster} has {partitions} partition(s), the slots its \
+                 instances use; {why}"
+            ),
+        )
+    };
+    if partitions > slots {
+        return Err(refused(
+            "the slot count cannot shrink (Kafka cannot remove partitions): stop every instance of the flow and delete \
+             that topic (positions are kept per source partition, so nothing is copied twice)"
+                .into(),
+        ));
+    }
+    let what = format!("describe group {group} on cluster {cluster} (needs Describe on it)");
+    let groups = GroupClient::new(&flow.target).map_err(|e| connect_error(&what, e))?;
+    let members = groups.describe(&group).await.map_err(|e| connect_error(&what, e))?.map_or(0, |g| g.members);
+    if members > 0 {
+        return Err(refused(format!(
+            "{members} instance(s) with that count still run (members of group {group}); the count grows when none \
+             does: stop every instance of the flow, then start them with the new count"
+        )));
+    }
+    let what = format!("grow topic {topic} on cluster {cluster} to {slots} partitions (needs Alter on it)");
+    admin.add_partitions(&topic, slots).await.map_err(|e| connect_error(&what, e))?;
+    let deadline = tokio::time::Instant::now() + GROWN_METADATA_TIMEOUT;
+    while admin.describe(&topic).await.map_err(|e| connect_error(&what, e))?.map(|t| t.partitions) != Some(slots) {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ConnectError::backend(
+                what.clone(),
+                format!("the metadata did not show {slots} partitions within {GROWN_METADATA_TIMEOUT:?}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tracing::info!(flow = %flow.name, %topic, from = partitions, to = slots, "no instance runs the flow with the old slot count: coordination topic grown to the new one");
+    Ok(())
 }
 
 /// Membership of this instance in the flow's slot group; polled by its own thread.
@@ -98,29 +156,21 @@ impl SlotGroup {
     /// Ensures the coordination topic (one partition per slot) and joins the flow's group. The
     /// returned receiver gets the slots this instance is given and must give up. Errors: the
     /// target cannot be reached or the topic created (retriable by the caller); a
-    /// [`ConnectError::Conflict`] when the topic has another slot count than the flow's.
+    /// [`ConnectError::Conflict`] when the topic has another slot count than the flow's and
+    /// [`resize`] cannot change it.
     pub async fn join(flow: &Flow) -> ConnectResult<(Self, mpsc::UnboundedReceiver<SlotEvent>)> {
         let topic = flow.slots_topic();
         let what =
             format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", flow.target.alias);
         let admin = Admin::new(&flow.target).map_err(|e| connect_error(&what, e))?;
         let existing = admin.describe(&topic).await.map_err(|e| connect_error(&what, e))?;
+        let slots = usize::try_from(flow.slots).map_err(|e| ConnectError::backend("the slot count", e))?;
         match existing {
             None => admin
-                .create_topic(&topic, flow.slots as usize, flow.replication_factor, &[])
+                .create_topic(&topic, slots, flow.replication_factor, &[])
                 .await
                 .map_err(|e| connect_error(&what, e))?,
-            Some(info) if info.partitions != flow.slots as usize => {
-                return Err(ConnectError::conflict(
-                    format!("flow {}: [flows.scale_out] slots", flow.name),
-                    format!(
-                        "the flow has {} slot(s) but {topic} on {} has {} partition(s), the slots its instances use; to change \
-                         the slot count, stop every instance of the flow and delete that topic (positions are kept per \
-                         source partition, so nothing is copied twice)",
-                        flow.slots, flow.target.alias, info.partitions
-                    ),
-                ))
-            }
+            Some(info) if info.partitions != slots => resize(flow, &admin, info.partitions, slots).await?,
             Some(_) => {}
         }
         let session_ms = flow.session_timeout.as_millis().to_string();

@@ -2,6 +2,9 @@
 //! (Prometheus text format), `/health` (200 while the process runs), `/ready` (200 when every
 //! flow runs and its target answers, else 503 listing what is not) and `/`, a status page for
 //! people without a Grafana at hand (plain HTML whose script reads `/metrics` every 3 s).
+//! [`server`] bounds the connections clients can hold.
+
+pub mod server;
 
 use std::net::SocketAddr;
 
@@ -26,8 +29,9 @@ async fn ready() -> impl IntoResponse {
     }
 }
 
-/// Binds `addr` and serves until `cancel`. Errors: the address cannot be bound (in use, not
-/// local), which stops `strait run` at start.
+/// Binds `addr` and serves until `cancel`, within [`server`]'s bounds (request head timeout,
+/// connection cap). Errors: the address cannot be bound (in use, not local), which stops
+/// `strait run` at start.
 pub async fn serve(addr: SocketAddr, cancel: CancellationToken) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let app = Router::new()
@@ -36,10 +40,5 @@ pub async fn serve(addr: SocketAddr, cancel: CancellationToken) -> std::io::Resu
         .route("/health", get(|| async { "ok\n" }))
         .route("/ready", get(ready));
     tracing::info!(%addr, "serving /metrics, /health, /ready and a status page at /");
-    Ok(tokio::spawn(async move {
-        let served = axum::serve(listener, app).with_graceful_shutdown(async move { cancel.cancelled().await }).await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "metrics endpoint stopped");
-        }
-    }))
+    Ok(tokio::spawn(server::serve(listener, app, cancel)))
 }

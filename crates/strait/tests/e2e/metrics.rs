@@ -1,6 +1,8 @@
 //! The operator endpoint through real brokers: `/metrics` in Prometheus' text format with the
 //! per-partition counters, lag and latency, `/health` and `/ready`.
 
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -236,4 +238,131 @@ async fn progress_lines_after_a_restart_count_only_records_copied() {
         .collect();
     let claimed = rates.iter().sum::<u64>() as f64 * 0.2;
     assert!(claimed <= (SECOND + 1_000) as f64, "progress lines claim {claimed} records copied of {SECOND}: {rates:?}");
+}
+
+/// Connections to local `port` the server has accepted: ESTABLISHED lines of `/proc/net/tcp`
+/// with that local port and a socket inode (a connection still in the listener's backlog has
+/// none: no process holds it yet), counted once per peer address (the kernel lists the table in
+/// chunks, so a socket can appear twice while connections open and close).
+fn held_by_server(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let peers: std::collections::HashSet<&str> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port =
+                fields.get(1).and_then(|a| a.rsplit(':').next()).and_then(|p| u16::from_str_radix(p, 16).ok());
+            let held = local_port == Some(port)
+                && fields.get(3) == Some(&"01")
+                && fields.get(9).is_some_and(|inode| *inode != "0");
+            held.then(|| fields.get(2).copied()).flatten()
+        })
+        .collect();
+    peers.len()
+}
+
+/// Reads `stream` until the server closes it (EOF or reset), until `since + limit` at most;
+/// returns how long after `since` it was closed, `None` if it was still open.
+fn closed_by_server(stream: &mut TcpStream, since: Instant, limit: Duration) -> Option<Duration> {
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = limit.checked_sub(since.elapsed()).filter(|d| !d.is_zero())?;
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(since.elapsed()),
+            Ok(_) => {} // hyper's 408 to a timed-out head
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return None,
+            Err(_) => return Some(since.elapsed()),
+        }
+    }
+}
+
+/// The issue's case: 200 silent TCP connections to the metrics endpoint stayed open for ever.
+/// Now the server holds `MAX_CONNECTIONS` of them at a time, no more (the others wait in the
+/// backlog), closes each once `REQUEST_HEAD_TIMEOUT` passes without a request, closes a
+/// kept-alive connection idle that long after its response, and `/metrics` is answered while
+/// the cap is reached, once the silent connections ahead of it have timed out.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_endpoint_closes_silent_and_idle_connections_and_caps_them() {
+    use strait::http::server::{MAX_CONNECTIONS, REQUEST_HEAD_TIMEOUT};
+    const SILENT: usize = 200;
+    const MARGIN: Duration = Duration::from_secs(3);
+    let f = TopicFlow::new("httpcap", 1).await;
+    let addr = free_addr();
+    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    let strait = Strait::launch(&f.p, &f.config(""), "info", &["--metrics-addr", &addr]);
+    wait_until("/health answers", Duration::from_secs(30), || http_get(&addr, "/health").is_some_and(|r| r.0 == 200))
+        .await;
+
+    // A kept-alive connection, idle after its response, is closed after the head timeout.
+    let mut kept = TcpStream::connect(&addr).unwrap();
+    kept.write_all(b"GET /health HTTP/1.1\r\nHost: strait\r\n\r\n").unwrap();
+    kept.set_read_timeout(Some(MARGIN)).unwrap();
+    let mut response = Vec::new();
+    while !response.ends_with(b"ok\n") {
+        let mut buf = [0u8; 1024];
+        let n = kept.read(&mut buf).expect("a response");
+        assert!(n > 0, "closed before the response: {}", String::from_utf8_lossy(&response));
+        response.extend_from_slice(&buf[..n]);
+    }
+    let idle = closed_by_server(&mut kept, Instant::now(), REQUEST_HEAD_TIMEOUT + MARGIN);
+    eprintln!("kept-alive connection closed {idle:?} after its response");
+    let idle = idle.expect("an idle kept-alive connection is closed");
+    assert!(idle + Duration::from_millis(500) >= REQUEST_HEAD_TIMEOUT, "kept alive until the timeout: {idle:?}");
+
+    // Silent connections: the server holds the cap, round after round (one round of
+    // MAX_CONNECTIONS per timeout), and /metrics, queued behind them all, waits its turn.
+    let rounds = u32::try_from(SILENT.div_ceil(MAX_CONNECTIONS)).unwrap();
+    let bound = REQUEST_HEAD_TIMEOUT * rounds + MARGIN;
+    let opened = Instant::now();
+    let silent: Vec<TcpStream> =
+        (0..SILENT).map(|_| TcpStream::connect(&addr).expect("connected (accepted or in the backlog)")).collect();
+    // Read mid-round, away from the moments a round closes and the next is accepted: the
+    // kernel's table is not listed at one instant.
+    let sampler = std::thread::spawn(move || {
+        (0..rounds - 1)
+            .map(|round| {
+                let mid_round = REQUEST_HEAD_TIMEOUT * round + REQUEST_HEAD_TIMEOUT / 2;
+                std::thread::sleep(mid_round.saturating_sub(opened.elapsed()));
+                held_by_server(port)
+            })
+            .collect::<Vec<usize>>()
+    });
+    let scrape = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let mut stream = TcpStream::connect(&addr).unwrap();
+            stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: strait\r\nConnection: close\r\n\r\n").unwrap();
+            stream.set_read_timeout(Some(bound)).unwrap();
+            let mut response = Vec::new();
+            let read = stream.read_to_end(&mut response);
+            (read.is_ok(), String::from_utf8_lossy(&response).into_owned(), opened.elapsed())
+        }
+    });
+    let closes: Vec<Option<Duration>> = silent
+        .into_iter()
+        .map(|mut s| std::thread::spawn(move || closed_by_server(&mut s, opened, bound)))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let (read, response, scraped_in) = scrape.join().unwrap();
+    let held = sampler.join().unwrap();
+    let open = closes.iter().filter(|c| c.is_none()).count();
+    let (first, last) = (closes.iter().flatten().min().copied(), closes.iter().flatten().max().copied());
+    eprintln!(
+        "{SILENT} silent connections: held by the server mid-round {held:?}, first closed after {first:?}, last after \
+         {last:?}, {open} still open; /metrics answered after {scraped_in:?}"
+    );
+    assert!(held.iter().all(|n| *n == MAX_CONNECTIONS), "the server holds its cap, no more: {held:?}");
+    assert_eq!(open, 0, "every silent connection is closed within {bound:?}");
+    let first = first.unwrap();
+    assert!(
+        first + Duration::from_millis(500) >= REQUEST_HEAD_TIMEOUT && first <= REQUEST_HEAD_TIMEOUT + MARGIN,
+        "{first:?}"
+    );
+    assert!(read && response.starts_with("HTTP/1.1 200") && response.contains("strait_flow_up"), "{response}");
+    assert_eq!(http_get(&addr, "/health").map(|r| r.0), Some(200), "served again once the silent ones are gone");
+    assert!(strait.stop().success());
 }

@@ -165,6 +165,74 @@ async fn an_instance_with_another_slot_count_is_refused() {
     assert!(first.stop().success());
 }
 
+/// The case: scale-out turned on for a flow that ran before was refused until every
+/// instance stopped and the coordination topic was deleted by hand. Now the flow runs without
+/// scale-out, stops while records arrive, and starts again with `slots = 4`: the topic grows to 4
+/// partitions, the instance owns the 4 slots and goes on from the saved positions (a graceful
+/// stop commits its last batch, so nothing is lost or written twice).
+#[tokio::test(flavor = "multi_thread")]
+async fn scale_out_turned_on_for_a_flow_that_ran_before_grows_its_slots() {
+    const PARTITIONS: i32 = 8;
+    const PER_PARTITION: usize = 2_000;
+    let f = TopicFlow::new("grow", PARTITIONS).await;
+    let scaled_config = f.config("commit_interval_ms = 300\n[flows.scale_out]\nenabled = true\nslots = 4");
+    let (config, _, producer) =
+        sequenced_flow(&f, "commit_interval_ms = 300", (PARTITIONS, PER_PARTITION), (40, Duration::from_millis(250)));
+    let first = Strait::start(&format!("{}-1", f.p), &config);
+    wait_until("the flow copies without scale-out", Duration::from_secs(60), || {
+        count(&f.b, &f.remote).is_some_and(|n| n > 0)
+    })
+    .await;
+    assert_eq!(partitions(&f.b, &format!("strait-slots.{}.{}.internal", f.src, f.dst)), 1);
+    assert!(first.stop().success());
+    let copied_before = count(&f.b, &f.remote).unwrap_or(0);
+    let scaled = Strait::start(&format!("{}-2", f.p), &scaled_config);
+    wait_until("the scaled instance owns the 4 slots", Duration::from_secs(60), || {
+        owned(&scaled).is_some_and(|s| s.len() == 4)
+    })
+    .await;
+    assert_eq!(partitions(&f.b, &format!("strait-slots.{}.{}.internal", f.src, f.dst)), 4);
+    producer.await.unwrap();
+    let flow = Config::parse(&scaled_config).unwrap().remove(0);
+    wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
+    let logs = scaled.logs();
+    assert!(scaled.stop().success(), "{logs}");
+    assert!(logs.contains("coordination topic grown to the new one"), "{logs}");
+    let report = sequence_report(&f.b, &f.remote, PARTITIONS, PER_PARTITION);
+    eprintln!(
+        "{copied_before} of {} records copied before the stop; after the restart with 4 slots: {report:?}",
+        PARTITIONS as usize * PER_PARTITION
+    );
+    assert!(copied_before < (PARTITIONS as usize * PER_PARTITION) as i64, "stopped while records still arrived");
+    assert!(report.values().all(|s| *s == Seen::default()), "per partition: {report:?}");
+}
+
+/// While an instance with the old slot count (here: scale-out off, one slot) runs, one with
+/// scale-out on is refused naming the setting and the instances still running; the running one
+/// goes on alone and the coordination topic keeps its count.
+#[tokio::test(flavor = "multi_thread")]
+async fn scale_out_turned_on_while_an_old_instance_runs_is_refused() {
+    let f = TopicFlow::new("growrun", 2).await;
+    let first = Strait::start(&format!("{}-1", f.p), &f.config(""));
+    wait_until("the first instance owns the flow", Duration::from_secs(60), || {
+        owned(&first).is_some_and(|s| s.len() == 1)
+    })
+    .await;
+    let scaled = Strait::start(&format!("{}-2", f.p), &f.config("[flows.scale_out]\nenabled = true\nslots = 4"));
+    let logs = exits_non_zero(scaled, Duration::from_secs(60)).await;
+    assert!(
+        logs.contains("[flows.scale_out] slots")
+            && logs.contains("has 1 partition(s)")
+            && logs.contains("1 instance(s) with that count still run"),
+        "{logs}"
+    );
+    assert_eq!(partitions(&f.b, &format!("strait-slots.{}.{}.internal", f.src, f.dst)), 1);
+    produce(&f.a, &f.topic, &[Rec::simple(0, "after"), Rec::simple(1, "after")]).await;
+    wait_until("the first instance still replicates", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(2))
+        .await;
+    assert!(first.stop().success());
+}
+
 /// A session timeout the target's brokers refuse (below `group.min.session.timeout.ms`) stops the
 /// flow naming the setting, instead of standing by for a slot that never comes.
 #[tokio::test(flavor = "multi_thread")]
