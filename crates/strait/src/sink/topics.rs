@@ -55,7 +55,7 @@ impl TopicRouter {
         producer: &Arc<DataProducer>,
     ) -> ConnectResult<Option<&Arc<str>>> {
         let same = |(source, _, partitions): &(Arc<str>, Arc<str>, usize)| {
-            Arc::ptr_eq(source, topic) && (partition as usize) < *partitions
+            Arc::ptr_eq(source, topic) && usize::try_from(partition).is_ok_and(|p| p < *partitions)
         };
         if !self.last.as_ref().is_some_and(same) && !self.decide(topic, partition, producer).await? {
             return Ok(None);
@@ -67,13 +67,15 @@ impl TopicRouter {
     /// making its route the last one when they are.
     async fn decide(&mut self, topic: &Arc<str>, partition: i32, producer: &Arc<DataProducer>) -> ConnectResult<bool> {
         let name: &str = topic;
+        let index = usize::try_from(partition)
+            .map_err(|e| ConnectError::conversion(format!("source topic {name}: partition {partition}"), e))?;
         match self.routes.get_mut(name) {
             Some(Route::Denied { dropped, counter }) => {
                 *dropped += 1;
                 counter.inc();
                 return Ok(false);
             }
-            Some(Route::Allowed { target, partitions }) if (partition as usize) < *partitions => {
+            Some(Route::Allowed { target, partitions }) if index < *partitions => {
                 self.last = Some((topic.clone(), target.clone(), *partitions));
                 return Ok(true);
             }
@@ -87,8 +89,8 @@ impl TopicRouter {
             return Ok(false);
         }
         let target = self.flow.policy.remote_topic(&self.flow.source.alias, name);
-        let partitions = self.ensure_target(name, &target, partition).await?;
-        await_producer_metadata(producer, &target, partition as usize + 1, ADMIN_TIMEOUT).await.map_err(|e| {
+        let partitions = self.ensure_target(name, &target, index).await?;
+        await_producer_metadata(producer, &target, index + 1, ADMIN_TIMEOUT).await.map_err(|e| {
             ConnectError::backend(format!("target topic {target} partition {partition} not visible"), e)
         })?;
         let target: Arc<str> = target.into();
@@ -97,8 +99,9 @@ impl TopicRouter {
         Ok(true)
     }
 
-    /// Creates or grows `target` to the source's partition count; returns the count.
-    async fn ensure_target(&self, topic: &str, target: &str, partition: i32) -> ConnectResult<usize> {
+    /// Creates or grows `target` to the source's partition count (at least `partition` + 1);
+    /// returns the count.
+    async fn ensure_target(&self, topic: &str, target: &str, partition: usize) -> ConnectResult<usize> {
         let fail =
             |what: &str, e| ConnectError::backend(format!("{what} (source topic {topic}, target topic {target})"), e);
         let source_partitions = self
@@ -107,7 +110,7 @@ impl TopicRouter {
             .await
             .map_err(|e| fail("describe source topic", e))?
             .map_or(0, |t| t.partitions)
-            .max(partition as usize + 1);
+            .max(partition + 1);
         match self.target.describe(target).await.map_err(|e| fail("describe target topic", e))? {
             None => {
                 let configs: Vec<(String, String)> = self
@@ -165,7 +168,7 @@ pub async fn forget_positions_lost_on_target(flow: &Flow, mut saved: Positions) 
             described = Some((topic, remote, partitions));
         }
         let Some((_, remote, partitions)) = &described else { continue };
-        let end = if (partition as usize) < *partitions {
+        let end = if usize::try_from(partition).is_ok_and(|p| p < *partitions) {
             target.high_watermark(remote, partition).await.map_err(fail)?
         } else {
             0

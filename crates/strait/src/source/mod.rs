@@ -297,7 +297,8 @@ impl KafkaSource {
                 }
             }
             fresh.extend(
-                (0..partitions as i32)
+                (0..partitions)
+                    .filter_map(|p| i32::try_from(p).ok())
                     .filter(|p| slot_of(&topic, *p, self.flow.slots) == self.slot)
                     .filter(|p| !self.assigned.contains(&(topic.clone(), *p)))
                     .map(|p| (topic.clone(), p)),

@@ -11,10 +11,8 @@ use strait::config::Config;
 use crate::support::*;
 
 const PARTITIONS: i32 = 6;
-const PER_PARTITION: usize = 20_000;
-/// Records per second produced over all partitions (about 30 s of production).
-const RATE: usize = 4_000;
-const COMMIT_INTERVAL_MS: usize = 500;
+const PER_PARTITION: usize = 10_000;
+const COMMIT_INTERVAL_MS: u64 = 500;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_instance_writes_at_most_its_last_batch_again() {
@@ -23,15 +21,13 @@ async fn a_paused_instance_writes_at_most_its_last_batch_again() {
         "commit_interval_ms = {COMMIT_INTERVAL_MS}\n[flows.scale_out]\nenabled = true\nslots = {PARTITIONS}\nsession_timeout_ms = 6000"
     ));
     let flow = Config::parse(&config).unwrap().remove(0);
-    let chunks = PARTITIONS as usize * PER_PARTITION / (RATE / 10);
-    let producer = tokio::spawn(produce_sequenced(
-        f.a.clone(),
-        f.topic.clone(),
-        PARTITIONS,
-        PER_PARTITION,
-        chunks,
-        Duration::from_millis(100),
-    ));
+    let (a_bootstrap, topic) = (f.a.clone(), f.topic.clone());
+    // 50 rounds a quarter of a second apart: records keep arriving through the pause.
+    let produced = Instant::now();
+    let producer = tokio::spawn(async move {
+        produce_sequenced(a_bootstrap, topic, PARTITIONS, PER_PARTITION, 50, Duration::from_millis(250)).await;
+        produced.elapsed()
+    });
     let (a, b) = (Strait::start(&format!("{}-a", f.p), &config), Strait::start(&format!("{}-b", f.p), &config));
     let deadline = Instant::now() + Duration::from_secs(60);
     let paused_slots = loop {
@@ -44,12 +40,14 @@ async fn a_paused_instance_writes_at_most_its_last_batch_again() {
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
     a.pause();
-    let pause = Duration::from_secs(25);
+    let pause = Duration::from_secs(15);
     tokio::time::sleep(pause).await;
     let moved: BTreeSet<u32> = owned(&b).unwrap_or_default();
     a.resume();
-    producer.await.unwrap();
+    let woke = Instant::now();
+    let production = producer.await.unwrap();
     wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
+    eprintln!("paused instance: every record replicated {:?} after the wake", woke.elapsed());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let logs = a.logs();
     assert!(a.stop().success(), "{logs}");
@@ -59,14 +57,16 @@ async fn a_paused_instance_writes_at_most_its_last_batch_again() {
     let seen = sequence_report(&f.b, &f.remote, PARTITIONS, PER_PARTITION);
     let missing: usize = seen.values().map(|s| s.missing).sum();
     let duplicated: usize = seen.values().map(|s| s.duplicated).sum();
-    // The paused instance's partitions receive their share of RATE; one batch of theirs is what
-    // arrives in one commit interval. Two can be in flight at the pause (positions are saved
-    // while the next batch is produced); four leave room for a slow machine.
-    let batch = RATE * paused_slots.len() / PARTITIONS as usize * COMMIT_INTERVAL_MS / 1_000;
+    // One batch of the paused instance's partitions is what they receive in one commit interval.
+    // Two can be in flight at the pause (positions are saved while the next batch is produced);
+    // four leave room for a slow machine. Before the proof, the whole pause was copied again.
+    let per_ms = (PARTITIONS as usize * PER_PARTITION) as f64 / production.as_millis().max(1) as f64;
+    let share = paused_slots.len() as f64 / PARTITIONS as f64;
+    let batch = (per_ms * share * COMMIT_INTERVAL_MS as f64) as usize;
     eprintln!(
-        "paused instance ({:?} paused, slots {paused_slots:?}): {missing} lost, {duplicated} of {} duplicated (one batch of it is about {batch})",
-        pause,
-        PARTITIONS as usize * PER_PARTITION
+        "paused instance ({pause:?} paused, slots {paused_slots:?}, records produced over {production:?}): {missing} lost, {duplicated} of {} duplicated (one batch of it is about {batch}, the pause about {})",
+        PARTITIONS as usize * PER_PARTITION,
+        (per_ms * share * pause.as_millis() as f64) as usize
     );
     assert_eq!(missing, 0, "{seen:?}");
     assert!(duplicated <= 4 * batch, "{duplicated} duplicated: more than the batch in flight at the pause ({batch})");
