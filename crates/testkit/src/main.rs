@@ -23,7 +23,8 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-const USAGE: &str = "usage: strait-testkit up COUNT ENV_FILE [DIR] [--three-node] | sample BOOTSTRAP | counts BOOTSTRAP [PREFIX]";
+const USAGE: &str =
+    "usage: strait-testkit up COUNT ENV_FILE [DIR] [--three-node] | sample BOOTSTRAP | counts BOOTSTRAP [PREFIX]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use rdkafka::admin::AdminClient;
 use rdkafka::bindings as rd;
-use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+use crate::client_log::ClientLog;
 
 /// Owns a librdkafka object and destroys it when dropped, so every exit path frees it.
 struct Owned<T>(*mut T, unsafe extern "C" fn(*mut T));
@@ -40,7 +41,7 @@ fn failed(what: &str, code: rd::rd_kafka_resp_err_t, message: *const std::os::ra
 /// `timeout`. Errors: the broker's error for the topic (say, an unknown config or a value out of
 /// range), or a timeout.
 pub fn set_topic_configs(
-    client: &AdminClient<DefaultClientContext>,
+    client: &AdminClient<ClientLog>,
     topic: &str,
     configs: &[(String, String)],
     timeout: Duration,
