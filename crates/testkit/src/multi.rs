@@ -396,15 +396,29 @@ pub struct PartitionState {
     pub isr: Vec<i32>,
 }
 
-/// Every partition of `topic` as the cluster at `bootstrap` describes it (Metadata), in
-/// partition order. Errors: no answer within 10 s, or the topic is unknown.
-pub fn partitions(bootstrap: &str, topic: &str) -> io::Result<Vec<PartitionState>> {
+/// A Metadata answer of the cluster at `bootstrap` (of `topic`, or of every topic).
+fn metadata(bootstrap: &str, topic: Option<&str>) -> io::Result<rdkafka::metadata::Metadata> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("log_level", "0")
         .create()
         .map_err(io::Error::other)?;
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).map_err(io::Error::other)?;
+    consumer.fetch_metadata(topic, Duration::from_secs(10)).map_err(io::Error::other)
+}
+
+fn state(p: &rdkafka::metadata::MetadataPartition) -> PartitionState {
+    PartitionState {
+        partition: p.id(),
+        leader: Some(p.leader()).filter(|l| *l >= 0),
+        replicas: p.replicas().to_vec(),
+        isr: p.isr().to_vec(),
+    }
+}
+
+/// Every partition of `topic` as the cluster at `bootstrap` describes it (Metadata), in
+/// partition order. Errors: no answer within 10 s, or the topic is unknown.
+pub fn partitions(bootstrap: &str, topic: &str) -> io::Result<Vec<PartitionState>> {
+    let md = metadata(bootstrap, Some(topic))?;
     let t = md
         .topics()
         .iter()
@@ -413,16 +427,7 @@ pub fn partitions(bootstrap: &str, topic: &str) -> io::Result<Vec<PartitionState
     if let Some(e) = t.error() {
         return Err(io::Error::other(format!("topic {topic}: {e:?}")));
     }
-    let mut out: Vec<PartitionState> = t
-        .partitions()
-        .iter()
-        .map(|p| PartitionState {
-            partition: p.id(),
-            leader: Some(p.leader()).filter(|l| *l >= 0),
-            replicas: p.replicas().to_vec(),
-            isr: p.isr().to_vec(),
-        })
-        .collect();
+    let mut out: Vec<PartitionState> = t.partitions().iter().map(state).collect();
     out.sort_by_key(|p| p.partition);
     Ok(out)
 }
@@ -437,8 +442,15 @@ pub fn leader(bootstrap: &str, topic: &str, partition: i32) -> io::Result<Option
         .ok_or_else(|| io::Error::other(format!("no partition {topic}/{partition}")))
 }
 
-/// Whether every partition of `topic` has a leader and all its replicas in sync. Errors as
-/// [`partitions`].
-pub fn fully_replicated(bootstrap: &str, topic: &str) -> io::Result<bool> {
-    Ok(partitions(bootstrap, topic)?.iter().all(|p| p.leader.is_some() && p.isr.len() == p.replicas.len()))
+/// Whether every partition of every topic (internal ones included) has a leader and all its
+/// replicas in sync: a node restarted has caught up, and the next may go down without a
+/// partition falling under its minimum ISR. Errors: no Metadata answer within 10 s.
+pub fn fully_replicated(bootstrap: &str) -> io::Result<bool> {
+    let md = metadata(bootstrap, None)?;
+    Ok(md
+        .topics()
+        .iter()
+        .flat_map(|t| t.partitions())
+        .map(state)
+        .all(|p| p.leader.is_some() && p.isr.len() == p.replicas.len()))
 }
