@@ -98,9 +98,10 @@ impl Admin {
             match r {
                 Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
                 Err((t, code)) => {
+                    // WARN: the caller decides whether this stops anything (a flow start retries it).
                     return Err(KafkaError::AdminOp(code)).inspect_err(
-                        |_| tracing::error!(cluster = %self.alias, topic = %t, "create topic failed: {code}"),
-                    )
+                        |_| tracing::warn!(cluster = %self.alias, topic = %t, "create topic failed: {code}"),
+                    );
                 }
             }
         }
