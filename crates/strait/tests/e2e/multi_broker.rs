@@ -167,26 +167,31 @@ async fn case(name: &str, side: Side, fault: Fault) {
 
     let rounds = if fault == Fault::LeaderBounce { BOUNCES } else { multi::NODE_IDS.len() };
     let sent = Arc::new(AtomicUsize::new(0));
+    // A first chunk before any fault, the rest in rounds of one fault each.
+    produce_round(source.clone(), topic.clone(), 0..CHUNK, sent.clone()).await;
+    // Faults start once both flows run steadily: records copied, and every source topic they
+    // replicate (MM2 replicates `heartbeats` too) routed to its target topic. (A flow meeting a
+    // new source topic while a broker is down can fail for good: see the report of issue 23.)
+    let heartbeats = topic_exists(&source, "heartbeats");
+    for r in &replicas {
+        let src = r.remote.split_once('.').unwrap().0;
+        wait_until("replication under way", Duration::from_secs(60), || {
+            count(&target, &r.remote).is_some_and(|n| n > 0)
+                && (!heartbeats || topic_exists(&target, &format!("{src}.heartbeats")))
+        })
+        .await;
+    }
+
     let mut resumed: Vec<Vec<f64>> = vec![Vec::new(); replicas.len()];
     for round in 0..rounds {
         fully_replicated(&three).await;
-        let seqs = round * PER_PARTITION / rounds..(round + 1) * PER_PARTITION / rounds;
+        let share = |r: usize| CHUNK + r * (PER_PARTITION - CHUNK) / rounds;
+        let seqs = share(round)..share(round + 1);
+        // The fault comes a third into the round's records: some are produced after it.
+        let third = sent.load(Ordering::SeqCst) + seqs.len() * PARTITIONS as usize / 3;
         let producer = tokio::spawn(produce_round(source.clone(), topic.clone(), seqs, sent.clone()));
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        if round == 0 {
-            // Faults start once both flows run steadily: records copied, and every source topic they
-            // replicate (MM2 replicates `heartbeats` too) routed to its target topic. (A flow meeting a
-            // new source topic while a broker is down can fail for good: see the report of issue 23.)
-            let heartbeats = topic_exists(&source, "heartbeats");
-            for r in &replicas {
-                let src = r.remote.split_once('.').unwrap().0;
-                wait_until("replication under way", Duration::from_secs(60), || {
-                    count(&target, &r.remote).is_some_and(|n| n > 0)
-                        && (!heartbeats || topic_exists(&target, &format!("{src}.heartbeats")))
-                })
-                .await;
-            }
-        }
+        wait_until("a third of the round produced", Duration::from_secs(60), || sent.load(Ordering::SeqCst) >= third)
+            .await;
         let id = match fault {
             Fault::LeaderBounce => {
                 multi::leader(&three, &led, 0).unwrap().unwrap_or_else(|| panic!("{led}/0 has a leader"))
