@@ -19,10 +19,12 @@ use std::time::Duration;
 
 use rdkafka::bindings as rdsys;
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::ClientContext;
 use rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR;
+
+use crate::client_log::LoggedConsumer;
 
 /// Records read per librdkafka call: enough to spread its per-call cost, few enough that a batch
 /// overshoots the caller's byte bound by little.
@@ -33,7 +35,7 @@ pub struct SourceReader {
     // Queue handles first: dropped before the consumer they belong to.
     queue: Queue,
     main: Queue,
-    consumer: Arc<BaseConsumer>,
+    consumer: Arc<LoggedConsumer>,
 }
 
 /// A librdkafka queue handle of the consumer.
@@ -65,7 +67,7 @@ impl SourceReader {
     /// the consumer queue) in batches from now on: its main queue is unforwarded, and served by
     /// [`Self::events`]. `BaseConsumer::poll` must not be called on it any more. Errors: a
     /// consumer without a group.id (it has no consumer queue).
-    pub fn new(consumer: BaseConsumer) -> Result<Self, KafkaError> {
+    pub fn new(consumer: LoggedConsumer) -> Result<Self, KafkaError> {
         let rk = consumer.client().native_ptr();
         // SAFETY: `rk` is a live consumer handle; each call returns a new queue reference or null.
         let (queue, main) = unsafe { (rdsys::rd_kafka_queue_get_consumer(rk), rdsys::rd_kafka_queue_get_main(rk)) };
@@ -78,12 +80,13 @@ impl SourceReader {
     }
 
     /// The consumer, for assignments and metadata.
-    pub fn consumer(&self) -> &Arc<BaseConsumer> {
+    pub fn consumer(&self) -> &Arc<LoggedConsumer> {
         &self.consumer
     }
 
-    /// Serves the consumer's logs and errors as rdkafka does (to `tracing`), and returns its
-    /// client-wide errors (broker connections, a refused login), without waiting.
+    /// Serves the consumer's logs and errors as rdkafka does, through its context (to `tracing`
+    /// by [`crate::client_log`]: WARN at most, deduplicated), and returns its client-wide errors
+    /// (broker connections, a refused login), without waiting.
     pub fn events(&self) -> Vec<KafkaError> {
         let mut errors = vec![];
         loop {
@@ -169,7 +172,7 @@ impl SourceReader {
 /// that consumer.
 pub struct KafkaMessage {
     message: NonNull<rdsys::rd_kafka_message_t>,
-    _consumer: Arc<BaseConsumer>,
+    _consumer: Arc<LoggedConsumer>,
 }
 
 // SAFETY: a consumed message is read-only and librdkafka frees it from any thread.
@@ -181,7 +184,7 @@ impl KafkaMessage {
     ///
     /// # Safety
     /// `m` is a live message read from `consumer`, not owned elsewhere.
-    unsafe fn take(m: *mut rdsys::rd_kafka_message_t, consumer: &Arc<BaseConsumer>) -> Result<Self, KafkaError> {
+    unsafe fn take(m: *mut rdsys::rd_kafka_message_t, consumer: &Arc<LoggedConsumer>) -> Result<Self, KafkaError> {
         let err = (*m).err;
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             rdsys::rd_kafka_message_destroy(m);

@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::client::{Client, ClientContext};
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectResult};
 use tokio::sync::oneshot;
 
+use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::{ClusterConfig, Flow};
 use crate::producer::{delivery_outcome, PolledProducer};
 
@@ -33,7 +34,15 @@ pub async fn joined<T>(task: tokio::task::JoinHandle<T>) -> T {
 /// Delivery reports of control records, each sent to the [`Ack`] its [`enqueue`] returned.
 pub struct ControlAcks;
 
-impl ClientContext for ControlAcks {}
+impl ClientContext for ControlAcks {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        crate::client_log::log(level, fac, message)
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        crate::client_log::error(&error, reason)
+    }
+}
 
 impl ProducerContext for ControlAcks {
     type DeliveryOpaque = Box<oneshot::Sender<Result<i64, KafkaError>>>;
@@ -251,9 +260,9 @@ fn refused_setting(flow: &Flow, e: &KafkaError) -> Option<Refused> {
 /// being retried), else [`ConnectError::Backend`] when the cluster does not answer.
 pub async fn cluster_id(cluster: &ClusterConfig) -> ConnectResult<String> {
     let (alias, servers) = (cluster.alias.clone(), cluster.bootstrap_servers.clone());
-    let client: BaseConsumer = cluster
+    let client: LoggedConsumer = cluster
         .client_config(&[])
-        .create()
+        .create_with_context(ClientLog)
         .map_err(|e| ConnectError::backend(format!("client for cluster {alias}"), e))?;
     blocking(move || {
         let deadline = Instant::now() + METADATA_TIMEOUT;
@@ -339,8 +348,8 @@ pub async fn read_to_end(cluster: &ClusterConfig, topic: &str) -> Result<Vec<Raw
 /// (a `read_committed` one would give the last stable offset, stopping short of records that a
 /// transaction still open at that moment would hide).
 pub struct StateReader {
-    consumer: BaseConsumer,
-    watermarks: BaseConsumer,
+    consumer: LoggedConsumer,
+    watermarks: LoggedConsumer,
 }
 
 impl StateReader {
@@ -350,7 +359,7 @@ impl StateReader {
         let client = |isolation| {
             cluster
                 .client_config(&[("group.id", group), ("enable.auto.commit", "false"), ("isolation.level", isolation)])
-                .create()
+                .create_with_context(ClientLog)
         };
         Ok(Self { consumer: client("read_committed")?, watermarks: client("read_uncommitted")? })
     }

@@ -8,11 +8,12 @@
 //! [`config::Flow`]s.
 //!
 //! Layers, each importing only those below it:
-//! `allocator`, `rules`, `metrics` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
+//! `allocator`, `rules`, `metrics`, `client_log` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
 //! `source`, `sink`, `control`, `status` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
 pub mod allocator;
+pub mod client_log;
 pub mod config;
 pub mod consume;
 pub mod control;

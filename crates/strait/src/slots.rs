@@ -56,7 +56,15 @@ struct GroupContext {
     flow: String,
 }
 
-impl ClientContext for GroupContext {}
+impl ClientContext for GroupContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        crate::client_log::log(level, fac, message)
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        crate::client_log::error(&error, reason)
+    }
+}
 
 impl ConsumerContext for GroupContext {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {

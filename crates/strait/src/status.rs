@@ -5,11 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use serde::Serialize;
 use strait_mm2::Checkpoint;
 
+use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
 use crate::kafka::{blocking, read_to_end, topic_partition_counts, METADATA_TIMEOUT};
 use crate::positions;
@@ -62,7 +63,7 @@ pub struct Status {
 /// The status of `flow`, added to `status`. Errors: a cluster does not answer.
 pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError> {
     let saved = positions::load(&flow.target, &flow.name).await?;
-    let consumer: BaseConsumer = flow.source.client_config(&[]).create()?;
+    let consumer: LoggedConsumer = flow.source.client_config(&[]).create_with_context(ClientLog)?;
     let (name, reached) = (flow.name.clone(), flow.clone());
     let rows = blocking(move || {
         let mut rows = Vec::new();

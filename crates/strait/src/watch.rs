@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
+use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
 use crate::kafka::{blocking, METADATA_TIMEOUT};
 use crate::metrics::metrics;
@@ -48,9 +49,12 @@ impl Committed {
 /// Watches `flow` until `cancel`: sets its lag gauges, logs its progress while behind and
 /// records whether its target answers. A cluster that does not answer is read again next time.
 pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: CancellationToken) {
-    let clients =
-        flow.source.client_config(&[]).create().and_then(|s| Ok((s, flow.target.client_config(&[]).create()?)));
-    let (consumer, target): (Arc<BaseConsumer>, Arc<BaseConsumer>) = match clients {
+    let clients = flow
+        .source
+        .client_config(&[])
+        .create_with_context(ClientLog)
+        .and_then(|s| Ok((s, flow.target.client_config(&[]).create_with_context(ClientLog)?)));
+    let (consumer, target): (Arc<LoggedConsumer>, Arc<LoggedConsumer>) = match clients {
         Ok((s, t)) => (Arc::new(s), Arc::new(t)),
         Err(e) => return tracing::error!(flow = %flow.name, error = %e, "lag readings cannot start"),
     };

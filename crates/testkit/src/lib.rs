@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod jvm;
+pub mod multi;
 pub mod proxy;
 pub mod sample;
 pub mod secure;
@@ -28,10 +29,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 pub const KAFKA_VERSION: &str = "4.1.1";
 
 /// Broker heap cap; test brokers need far less than the 1 GB of Kafka's own scripts.
-const HEAP: &str = "-Xmx512m";
+pub(crate) const HEAP: &str = "-Xmx512m";
 
 /// How long a broker may take to answer Metadata after its JVM starts.
-const READY_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The repository root: two levels above this crate.
 /// The slots a Strait instance said it owns last, from its log text (its `slots owned by this
@@ -150,7 +151,7 @@ pub fn start_cluster_behind_proxy(base: &Path) -> io::Result<(KafkaCluster, TcpP
 
 /// `N` distinct free loopback ports: the listeners are held together until every port is
 /// known, so the kernel cannot hand the same port out twice.
-fn free_ports<const N: usize>() -> io::Result<[u16; N]> {
+pub(crate) fn free_ports<const N: usize>() -> io::Result<[u16; N]> {
     let listeners = (0..N).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<io::Result<Vec<_>>>()?;
     let mut ports = [0; N];
     for (port, l) in ports.iter_mut().zip(&listeners) {
@@ -161,7 +162,7 @@ fn free_ports<const N: usize>() -> io::Result<[u16; N]> {
 
 /// A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters), not
 /// starting with `-` (the storage tool would read it as an option).
-fn cluster_id() -> io::Result<String> {
+pub(crate) fn cluster_id() -> io::Result<String> {
     loop {
         let id = random_cluster_id()?;
         if !id.starts_with('-') {
@@ -310,7 +311,7 @@ fn die_with_parent(cmd: &mut Command) {
 }
 
 /// Starts the broker of the formatted folder `dir`.
-fn spawn_broker(libs: &Path, dir: &Path) -> io::Result<Child> {
+pub(crate) fn spawn_broker(libs: &Path, dir: &Path) -> io::Result<Child> {
     let props = dir.join("server.properties");
     let log = fs::OpenOptions::new().create(true).append(true).open(dir.join("stdout.log"))?;
     let mut cmd = java_command(libs, dir, &[HEAP]);

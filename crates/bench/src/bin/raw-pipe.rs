@@ -16,11 +16,12 @@
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext};
 use rdkafka::{Offset, TopicPartitionList};
+use strait::client_log::{ClientLog, LoggedConsumer};
 use strait::consume::SourceReader;
 use strait::producer::PolledProducer;
 
@@ -73,7 +74,9 @@ fn main() {
     } else {
         (&[CONSUMER], &[PRODUCER])
     };
-    let consumer: BaseConsumer = config(source, consumer).set("group.id", "raw-pipe").create().expect("consumer");
+    // Strait's consumer context (its log forwarding), which `SourceReader` takes.
+    let consumer: LoggedConsumer =
+        config(source, consumer).set("group.id", "raw-pipe").create_with_context(ClientLog).expect("consumer");
     // Strait's producer wrapper: delivery reports served without `ThreadedProducer`'s busy wait.
     let producer = PolledProducer::new(&config(target, producer), DefaultProducerContext).expect("producer");
     let md = consumer.fetch_metadata(None, Duration::from_secs(10)).expect("metadata");

@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use rdkafka::admin::AdminClient;
 use rdkafka::bindings as rd;
-use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use super::ffi::{failed, Owned};
+use crate::client_log::ClientLog;
 
 /// Sets `configs` (name, value) on `topic`, leaving its other configs as they are. Blocks up to
 /// `timeout`. Errors: the broker's error for the topic (say, an unknown config or a value out of
 /// range), or a timeout.
 pub fn set_topic_configs(
-    client: &AdminClient<DefaultClientContext>,
+    client: &AdminClient<ClientLog>,
     topic: &str,
     configs: &[(String, String)],
     timeout: Duration,

@@ -16,11 +16,11 @@ use rdkafka::admin::{
     AdminClient, AdminOptions, ConfigSource, NewPartitions, NewTopic, OwnedResourceSpecifier, ResourceSpecifier,
     TopicReplication,
 };
-use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use regex::Regex;
 use strait_mm2::CONFIG_PROPERTIES_EXCLUDE;
 
+use crate::client_log::ClientLog;
 use crate::config::ClusterConfig;
 use crate::kafka::{blocking, topic_partition_counts, METADATA_TIMEOUT};
 
@@ -29,7 +29,7 @@ pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An admin client of one cluster.
 pub struct Admin {
-    client: Arc<AdminClient<DefaultClientContext>>,
+    client: Arc<AdminClient<ClientLog>>,
     /// The cluster's alias, for messages.
     pub alias: String,
 }
@@ -48,7 +48,10 @@ fn opts() -> AdminOptions {
 impl Admin {
     /// An admin client for `cluster`. Errors only on invalid client config; connecting is lazy.
     pub fn new(cluster: &ClusterConfig) -> Result<Self, KafkaError> {
-        Ok(Self { client: Arc::new(cluster.client_config(&[]).create()?), alias: cluster.alias.clone() })
+        Ok(Self {
+            client: Arc::new(cluster.client_config(&[]).create_with_context(ClientLog)?),
+            alias: cluster.alias.clone(),
+        })
     }
 
     /// Partition count of `topic`, or `None` if the cluster has no such topic.
@@ -104,9 +107,10 @@ impl Admin {
             match r {
                 Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
                 Err((t, code)) => {
+                    // WARN: the caller decides whether this stops anything (a flow start retries it).
                     return Err(KafkaError::AdminOp(code)).inspect_err(|_| {
-                        tracing::error!(cluster = %self.alias, topic = %t, partitions, replication_factor = rf, configs = ?configs, "create topic failed: {code}")
-                    })
+                        tracing::warn!(cluster = %self.alias, topic = %t, partitions, replication_factor = rf, configs = ?configs, "create topic failed: {code}")
+                    });
                 }
             }
         }

@@ -56,7 +56,15 @@ pub struct AckContext {
     acks: Arc<Acks>,
 }
 
-impl ClientContext for AckContext {}
+impl ClientContext for AckContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        crate::client_log::log(level, fac, message)
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        crate::client_log::error(&error, reason)
+    }
+}
 
 impl ProducerContext for AckContext {
     type DeliveryOpaque = usize;

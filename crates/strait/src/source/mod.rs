@@ -17,13 +17,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, Source, SourceOffset};
 use tokio::task::JoinHandle;
 
 use crate::admin::{topic_ids, TopicId};
+use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::{Flow, OnSourceGap, Skip, StartFrom};
 use crate::consume::{KafkaMessage, SourceReader};
 use crate::kafka::{blocking, connect_error, is_denied, joined, topic_partition_counts, METADATA_TIMEOUT};
@@ -113,7 +114,7 @@ impl KafkaSource {
             .source
             .client_config(&settings)
             .set("group.id", format!("strait-{}", flow.name))
-            .create()
+            .create_with_context(ClientLog)
             .and_then(SourceReader::new)
             .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
         let mut source = Self {
@@ -167,7 +168,7 @@ impl KafkaSource {
             .source
             .client_config(CONSUMER_SETTINGS)
             .set("group.id", "strait-position-check")
-            .create::<BaseConsumer>();
+            .create_with_context::<_, LoggedConsumer>(ClientLog);
         let Ok(reader) = reader else { return HashSet::new() };
         blocking(move || {
             let mut tpl = TopicPartitionList::new();
@@ -551,7 +552,7 @@ impl Drained {
         if e.rdkafka_error_code().is_some_and(is_denied) {
             self.denied.get_or_insert(e);
         } else {
-            tracing::warn!(flow, error = %e, "source consumer error");
+            crate::client_log::consumer_error(flow, &e);
         }
     }
 }

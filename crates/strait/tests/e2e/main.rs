@@ -14,6 +14,7 @@ mod failure;
 mod faults;
 mod fidelity;
 mod metrics;
+mod multi_broker;
 mod offset_syncs;
 mod paused;
 mod recreated;

@@ -26,6 +26,18 @@ pub fn cluster(n: usize) -> String {
     })
 }
 
+/// The shared three-broker cluster started by `scripts/test` when a `multi_broker` test is
+/// selected: its bootstrap (every node) and the control of its nodes.
+pub fn three_nodes() -> (String, strait_testkit::multi::Control) {
+    let var = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!("{name} is not set: run the multi-broker tests with ./scripts/test, which starts the three-node cluster")
+        })
+    };
+    let control = strait_testkit::multi::Control { addr: var("STRAIT_TEST_THREE_NODE_CONTROL") };
+    (var("STRAIT_TEST_THREE_NODE_BOOTSTRAP"), control)
+}
+
 /// A name unique to this test run: `prefix-<pid>-<n>`; safe as topic prefix and alias.
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);

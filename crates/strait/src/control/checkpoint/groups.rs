@@ -9,10 +9,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::ClusterConfig;
 use crate::kafka::{blocking, topic_partition_counts};
 
@@ -42,14 +43,14 @@ pub type Committed = HashMap<(String, i32), (i64, String)>;
 /// Group operations on one cluster.
 pub struct GroupClient {
     cluster: ClusterConfig,
-    lister: Arc<BaseConsumer>,
-    members: HashMap<String, Arc<BaseConsumer>>,
+    lister: Arc<LoggedConsumer>,
+    members: HashMap<String, Arc<LoggedConsumer>>,
 }
 
 impl GroupClient {
     /// A client for `cluster`. Errors only on invalid client config.
     pub fn new(cluster: &ClusterConfig) -> Result<Self, KafkaError> {
-        let lister = cluster.client_config(&[]).create()?;
+        let lister = cluster.client_config(&[]).create_with_context(ClientLog)?;
         Ok(Self { cluster: cluster.clone(), lister: Arc::new(lister), members: HashMap::new() })
     }
 
@@ -77,12 +78,15 @@ impl GroupClient {
         Ok(self.list(Some(group)).await?.into_iter().find(|g| g.name == group && g.state != "Dead"))
     }
 
-    fn member(&mut self, group: &str) -> Result<Arc<BaseConsumer>, KafkaError> {
+    fn member(&mut self, group: &str) -> Result<Arc<LoggedConsumer>, KafkaError> {
         if let Some(c) = self.members.get(group) {
             return Ok(c.clone());
         }
-        let c: Arc<BaseConsumer> =
-            Arc::new(self.cluster.client_config(&[("group.id", group), ("enable.auto.commit", "false")]).create()?);
+        let c: Arc<LoggedConsumer> = Arc::new(
+            self.cluster
+                .client_config(&[("group.id", group), ("enable.auto.commit", "false")])
+                .create_with_context(ClientLog)?,
+        );
         self.members.insert(group.to_string(), c.clone());
         Ok(c)
     }
