@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use strait_connect::{ConnectError, ConnectResult};
@@ -13,9 +14,17 @@ use crate::positions::Positions;
 use super::service::DataProducer;
 use crate::admin::{Admin, ADMIN_TIMEOUT};
 use crate::config::Flow;
-use crate::kafka::await_producer_metadata;
+use crate::kafka::{await_producer_metadata, classify_start, StartFailure};
 use crate::metrics::metrics;
 use crate::residency::names_of;
+
+/// How long a source topic's target topic that cannot be made ready is tried again before the flow
+/// stops: as long as the data producer keeps trying a record (its `message.timeout.ms`, 300 s in
+/// at-least-once mode).
+const ROUTE_RETRY_FOR: Duration = Duration::from_secs(300);
+/// First and longest wait between those tries.
+const ROUTE_RETRY_MIN: Duration = Duration::from_millis(500);
+const ROUTE_RETRY_MAX: Duration = Duration::from_secs(15);
 
 /// The decision for one source topic.
 enum Route {
@@ -89,14 +98,48 @@ impl TopicRouter {
             return Ok(false);
         }
         let target = self.flow.policy.remote_topic(&self.flow.source.alias, name);
-        let partitions = self.ensure_target(name, &target, index).await?;
-        await_producer_metadata(producer, &target, index + 1, ADMIN_TIMEOUT).await.map_err(|e| {
-            ConnectError::backend(format!("target topic {target} partition {partition} not visible"), e)
-        })?;
+        let partitions = self.ready_target(name, &target, index, producer).await?;
         let target: Arc<str> = target.into();
         self.routes.insert(name.to_string(), Route::Allowed { target: target.clone(), partitions });
         self.last = Some((topic.clone(), target, partitions));
         Ok(true)
+    }
+
+    /// [`Self::ensure_target`], then waits until `producer` sees partition `index` of `target`;
+    /// returns its partition count. A failure retrying may mend (a cluster that does not answer,
+    /// a leader moving: [`classify_start`]) is tried again with backoff, 0.5 s doubling to 15 s,
+    /// each logged, for up to [`ROUTE_RETRY_FOR`]: the topic's records wait meanwhile, as they
+    /// would in the producer. Errors: a permanent failure (naming the setting), or a transient one
+    /// that lasted [`ROUTE_RETRY_FOR`].
+    async fn ready_target(
+        &self,
+        topic: &str,
+        target: &str,
+        index: usize,
+        producer: &Arc<DataProducer>,
+    ) -> ConnectResult<usize> {
+        let (deadline, mut wait) = (Instant::now() + ROUTE_RETRY_FOR, ROUTE_RETRY_MIN);
+        loop {
+            let ready = async {
+                let partitions = self.ensure_target(topic, target, index).await?;
+                await_producer_metadata(producer, target, index + 1, ADMIN_TIMEOUT).await.map_err(|e| {
+                    ConnectError::backend(format!("target topic {target} partition {index} not visible"), e)
+                })?;
+                Ok(partitions)
+            };
+            let e = match ready.await.map_err(|e| classify_start(&self.flow, e)) {
+                Ok(partitions) => return Ok(partitions),
+                Err(StartFailure::Permanent(e)) => return Err(e),
+                Err(StartFailure::Transient(e)) if Instant::now() + wait >= deadline => return Err(e),
+                Err(StartFailure::Transient(e)) => e,
+            };
+            tracing::warn!(
+                flow = %self.flow.name, topic, target, retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), error = %e,
+                "the target topic cannot be made ready (a cluster does not answer, or a leader moves); its records wait, retrying"
+            );
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(ROUTE_RETRY_MAX);
+        }
     }
 
     /// Creates or grows `target` to the source's partition count (at least `partition` + 1);

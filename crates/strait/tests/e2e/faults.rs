@@ -1,8 +1,8 @@
 //! Broker faults through real brokers, at-least-once: the target and then the source broker
 //! killed (SIGKILL) and restarted on the same port and data, and a 30 s network cut between
 //! Strait and the target. Each time: nothing lost, the flow resumes by itself within 30 s of the
-//! cluster coming back, duplicates counted and printed. (Exactly-once through target restarts:
-//! `exactly_once.rs`.)
+//! cluster coming back, duplicates counted and printed; and a topic first seen while the target
+//! is cut off waits for it. (Exactly-once through target restarts: `exactly_once.rs`.)
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -119,4 +119,46 @@ async fn at_least_once_through_a_30s_network_cut_to_the_target() {
     resumes_within_30s("30 s network cut", &b, &remote, before).await;
     producer.await.unwrap();
     nothing_lost(strait, &config, &b, &remote, "network cut").await;
+}
+
+/// A source topic that appears while the target is cut off cannot get its target topic yet: its
+/// records wait and the flow keeps trying (it stopped for good before), then copies them all once
+/// the network heals.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_first_seen_while_the_target_is_cut_off_is_copied_once_it_heals() {
+    let (_target, proxy) =
+        strait_testkit::start_cluster_behind_proxy(&dedicated_dir("newcut")).expect("proxied cluster");
+    let (a, b) = (cluster(1), format!("127.0.0.1:{}", proxy.port));
+    let p = unique("newcut");
+    let (first, second) = (format!("{p}-first"), format!("{p}-second"));
+    create_topic(&a, &first, 1, &[]).await;
+    let config = two_cluster_config(
+        (&format!("{p}s"), &a, ""),
+        (&format!("{p}d"), &b, ""),
+        &format!("topics = [\"{p}-.*\"]\ncommit_interval_ms = 300"),
+        "",
+    );
+    let mut strait = Strait::start(&p, &config);
+    produce(&a, &first, &[Rec::simple(0, "before the cut")]).await;
+    wait_until("the first topic copied", Duration::from_secs(60), || count(&b, &format!("{p}s.{first}")) == Some(1))
+        .await;
+    proxy.cut();
+    create_topic(&a, &second, 2, &[]).await;
+    let records: Vec<Rec> = (0..1_000).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect();
+    produce(&a, &second, &records).await;
+    // Longer than a metadata request's timeout (10 s): the flow stopped within it before.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    assert!(strait.is_running(), "the flow keeps waiting for the target: {}", strait.logs());
+    proxy.heal();
+    let remote = format!("{p}s.{second}");
+    wait_until("the new topic copied once the network heals", Duration::from_secs(60), || {
+        count(&b, &remote).unwrap_or(0) >= 1_000
+    })
+    .await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    assert!(logs.contains("the target topic cannot be made ready"), "{logs}");
+    let copied: std::collections::BTreeSet<Vec<u8>> =
+        read_all(&b, &remote, false).into_values().flatten().filter_map(|(_, r)| r.value).collect();
+    assert!((0..1_000).all(|i| copied.contains(format!("r{i}").as_bytes())), "every record of the new topic copied");
 }
