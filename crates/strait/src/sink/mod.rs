@@ -201,6 +201,10 @@ pub struct TargetSink {
     /// At-least-once mode: when `put` or `commit` last returned. A longer gap than
     /// [`stall_bound`] means this instance may have been paused long enough to lose its slot.
     last_call: Instant,
+    /// At-least-once mode: a `put` or `commit` took longer than [`stall_bound`], or began that
+    /// long after the last one returned (the instance may have been paused): the next `put`
+    /// proves the slot is still this instance's.
+    must_prove: bool,
     /// At-least-once mode: source partitions whose first record from this producer is in flight,
     /// not yet acknowledged. Their next record waits for it (see [`Self::put`]).
     unproven: HashSet<(Arc<str>, i32)>,
@@ -284,6 +288,7 @@ impl TargetSink {
             renew_producer: false,
             last: HashMap::new(),
             last_call: Instant::now(),
+            must_prove: false,
             topic_ids: TopicIds::default(),
             unproven: HashSet::new(),
             stats: SinkMetrics::new(&flow),
@@ -482,20 +487,36 @@ fn stall_bound(flow: &Flow) -> Duration {
 
 impl TargetSink {
     /// At-least-once mode, after a gap since the last `put` or `commit` longer than
-    /// [`stall_bound`]: proves the slot is still this instance's before anything more is
-    /// produced, so an instance that wakes from a pause after another took its slot over stops
-    /// with [`ConnectError::Fenced`] instead of copying everything that arrived meanwhile again.
-    /// (Exactly-once needs no proof: a fenced producer's transaction never commits.) Only the
-    /// batch in flight when the pause began can then be written twice. An idle flow proves it
-    /// once, at its next record.
+    /// [`stall_bound`], or such a call that took longer: proves the slot is still this
+    /// instance's before anything more is produced, so an instance that wakes from a pause after
+    /// another took its slot over stops with [`ConnectError::Fenced`] instead of copying
+    /// everything that arrived meanwhile again. (Exactly-once needs no proof: a fenced producer's
+    /// transaction never commits.) Only the batches in flight when the pause began can then be
+    /// written twice. An idle flow proves it once, at its next record; a slow commit, at the put
+    /// after it.
     async fn prove_owner_after_a_stall(&mut self) -> ConnectResult<()> {
-        let stalled = self.last_call.elapsed();
-        let Some(task) = self.state.as_mut().filter(|_| stalled > stall_bound(&self.flow)) else { return Ok(()) };
+        let must_prove = self.must_prove;
+        let Some(task) = self.state.as_mut().filter(|_| must_prove) else { return Ok(()) };
         tracing::debug!(
-            flow = %self.flow.name, slot = self.slot, stalled_ms = u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
-            "no record for longer than half the session timeout (idle, or this instance was paused): checking that the slot is still this instance's before producing more"
+            flow = %self.flow.name, slot = self.slot,
+            "a gap of more than half the session timeout (idle, slow, or this instance was paused): checking that the slot is still this instance's before producing more"
         );
-        task.ready().await?.prove_owner().await
+        task.ready().await?.prove_owner().await?;
+        self.must_prove = false;
+        Ok(())
+    }
+
+    /// Notes that a `put` or `commit` begins, returning when: a commit too can be the first call
+    /// after a pause (its batch began before it), and the put after it must still prove.
+    fn entered(&mut self) -> Instant {
+        self.must_prove |= self.last_call.elapsed() > stall_bound(&self.flow);
+        Instant::now()
+    }
+
+    /// Notes that a `put` or `commit` that began at `started` returned.
+    fn returned(&mut self, started: Instant) {
+        self.must_prove |= started.elapsed() > stall_bound(&self.flow);
+        self.last_call = Instant::now();
     }
 
     /// [`Sink::commit`]'s work: every ack awaited, then the batch's offset syncs and positions.
@@ -628,9 +649,10 @@ impl TargetSink {
 #[async_trait]
 impl Sink<(), ReplicatedRecord> for TargetSink {
     async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
+        let started = self.entered();
         self.prove_owner_after_a_stall().await?;
         let put = self.put_records(batch).await;
-        self.last_call = Instant::now();
+        self.returned(started);
         put
     }
 
@@ -639,8 +661,9 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     /// starts the slot's state transaction in the background and returns: the next commit, or
     /// `close`, waits for it and returns its error.
     async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
+        let started = self.entered();
         let committed = self.commit_batch(positions).await;
-        self.last_call = Instant::now();
+        self.returned(started);
         committed
     }
 
