@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Flow;
 use crate::control::checkpoint::CheckpointTask;
-use crate::control::heartbeat::run_heartbeats;
+use crate::control::heartbeat::{ensure_heartbeats_topic, run_heartbeats};
 use crate::control::topic_configs::run_topic_config_sync;
 use crate::kafka::{classify_start, connect_error, control_producer, StartFailure};
 use crate::metrics::metrics;
@@ -213,17 +213,25 @@ impl Instance {
 /// are dropped (a call to an unreachable cluster can take longer).
 const ONCE_PER_FLOW_STOP: Duration = Duration::from_secs(5);
 
+/// The once-per-flow tasks slot 0 runs; each ends in `Err` only when it cannot start for good
+/// (a permanent start error, [`classify_start`]), which stops the flow.
+type OncePerFlow = (CancellationToken, JoinSet<ConnectResult<()>>);
+
 /// Heartbeats, checkpoints and topic config sync: run by the owner of slot 0 only, once its data
 /// path started (so both clusters answered and accepted Strait's credentials).
-fn start_once_per_flow(flow: &Arc<Flow>) -> (CancellationToken, JoinSet<()>) {
+fn start_once_per_flow(flow: &Arc<Flow>) -> OncePerFlow {
     tracing::info!(flow = %flow.name, "slot 0 owned: heartbeats, checkpoints and topic config sync run here");
     let (cancel, mut tasks) = (CancellationToken::new(), JoinSet::new());
-    tasks.spawn(run_topic_config_sync(flow.clone(), cancel.clone()));
+    let (sync_flow, sync_cancel) = (flow.clone(), cancel.clone());
+    tasks.spawn(async move {
+        run_topic_config_sync(sync_flow, sync_cancel).await;
+        Ok(())
+    });
     if flow.emit_heartbeats || flow.emit_checkpoints || flow.sync_group_offsets {
         match control_producer(&flow.target) {
             Ok(producer) => {
                 if flow.emit_heartbeats {
-                    tasks.spawn(run_heartbeats(flow.clone(), producer.clone(), cancel.clone()));
+                    tasks.spawn(start_heartbeats(flow.clone(), producer.clone(), cancel.clone()));
                 }
                 if flow.emit_checkpoints || flow.sync_group_offsets {
                     tasks.spawn(run_checkpoints(flow.clone(), producer, cancel.clone()));
@@ -235,7 +243,20 @@ fn start_once_per_flow(flow: &Arc<Flow>) -> (CancellationToken, JoinSet<()>) {
     (cancel, tasks)
 }
 
-async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): (CancellationToken, JoinSet<()>)) {
+/// The first permanent failure of the once-per-flow tasks; never, while none fails (or without
+/// them).
+async fn once_per_flow_failure(tasks: &mut Option<OncePerFlow>) -> ConnectError {
+    if let Some((_, tasks)) = tasks {
+        while let Some(ended) = tasks.join_next().await {
+            if let Ok(Err(e)) = ended {
+                return e;
+            }
+        }
+    }
+    std::future::pending().await
+}
+
+async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): OncePerFlow) {
     cancel.cancel();
     let finished = tokio::time::timeout(ONCE_PER_FLOW_STOP, async { while tasks.join_next().await.is_some() {} }).await;
     if finished.is_err() {
@@ -260,16 +281,34 @@ async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: Canc
         max_retry_backoff: BACKOFF_MAX,
         ..RuntimeConfig::default()
     };
-    let once_per_flow = (slot == 0).then(|| start_once_per_flow(&flow));
+    let mut once_per_flow = (slot == 0).then(|| start_once_per_flow(&flow));
     let (runtime, handle) = ConnectorRuntime::new(source, sink, config);
-    let stopper = tokio::spawn(async move {
-        cancel.cancelled().await;
-        handle.shutdown();
-    });
-    let state = runtime.run().await;
+    let stopper = {
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            cancel.cancelled().await;
+            handle.shutdown();
+        })
+    };
+    // A once-per-flow task that cannot start for good stops the flow: the data path drains first.
+    let run = runtime.run();
+    tokio::pin!(run);
+    let mut refused = None;
+    let state = loop {
+        tokio::select! {
+            state = &mut run => break state,
+            e = once_per_flow_failure(&mut once_per_flow), if refused.is_none() => {
+                handle.shutdown();
+                refused = Some(e);
+            }
+        }
+    };
     stopper.abort();
     if let Some(tasks) = once_per_flow {
         stop_once_per_flow(&flow, tasks).await;
+    }
+    if let Some(e) = refused {
+        return Err(e);
     }
     match state {
         RuntimeState::Failed(e) if matches!(*e, ConnectError::Fenced { .. }) => {
@@ -313,19 +352,42 @@ async fn with_backoff<T, F: Future<Output = ConnectResult<T>>>(
     }
 }
 
+/// Ensures the heartbeats topic (retrying with backoff while the target does not answer), then
+/// writes heartbeats until `cancel`. Errors: a permanent start error ([`classify_start`]), which
+/// stops the flow.
+async fn start_heartbeats(
+    flow: Arc<Flow>,
+    producer: crate::kafka::ControlProducer,
+    cancel: CancellationToken,
+) -> ConnectResult<()> {
+    let ensure = || async {
+        ensure_heartbeats_topic(&flow)
+            .await
+            .map_err(|e| connect_error(format!("create the heartbeats topic of flow {}", flow.name), e))
+    };
+    if with_backoff(&flow, "heartbeats", &cancel, ensure).await?.is_some() {
+        run_heartbeats(flow, producer, cancel).await;
+    }
+    Ok(())
+}
+
 /// Starts the checkpoint task (retrying with backoff while the clusters do not answer) and runs
-/// it; a permanent failure (say, a missing ACL) stops checkpoints with an error log.
-async fn run_checkpoints(flow: Arc<Flow>, producer: crate::kafka::ControlProducer, cancel: CancellationToken) {
+/// it until `cancel`. Errors: a permanent start error (say, a missing ACL, a replication factor
+/// the target cannot meet: [`classify_start`]), which stops the flow.
+async fn run_checkpoints(
+    flow: Arc<Flow>,
+    producer: crate::kafka::ControlProducer,
+    cancel: CancellationToken,
+) -> ConnectResult<()> {
     let start = || async {
         CheckpointTask::start(flow.clone(), producer.clone())
             .await
             .map_err(|e| connect_error(format!("start checkpoints of flow {}", flow.name), e))
     };
-    match with_backoff(&flow, "checkpoints", &cancel, start).await {
-        Ok(Some(task)) => task.run(cancel).await,
-        Ok(None) => {}
-        Err(e) => tracing::error!(flow = %flow.name, error = %e, "checkpoints cannot start: none are written"),
+    if let Some(task) = with_backoff(&flow, "checkpoints", &cancel, start).await? {
+        task.run(cancel).await;
     }
+    Ok(())
 }
 
 /// The sink first: it fences the slot's previous owner and reads the saved positions, from which

@@ -17,28 +17,29 @@ use crate::admin::Admin;
 use crate::config::Flow;
 use crate::kafka::{acked, enqueue, ControlProducer};
 
-/// Writes heartbeats for `flow` with `producer` until `cancel`. The topic (one partition,
-/// compacted, as MM2 creates it) is ensured first; failures are logged and retried at the next tick.
+/// Creates the `heartbeats` topic on `flow`'s target (one partition, compacted, as MM2 creates
+/// it) unless it exists. Errors: the target refuses or does not answer.
+pub async fn ensure_heartbeats_topic(flow: &Flow) -> Result<(), KafkaError> {
+    Admin::new(&flow.target)?.create_state_topic(HEARTBEATS_TOPIC, flow.replication_factor).await
+}
+
+/// Writes heartbeats for `flow` with `producer` until `cancel`, once the topic exists
+/// ([`ensure_heartbeats_topic`]); failures are logged and retried at the next tick.
 pub async fn run_heartbeats(flow: Arc<Flow>, producer: ControlProducer, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(flow.emit_heartbeats_interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut topic_ready = false;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if let Err(e) = beat(&flow, &producer, &mut topic_ready).await {
+        if let Err(e) = beat(&flow, &producer).await {
             tracing::warn!(flow = %flow.name, error = %e, "heartbeat failed; retrying at the next interval");
         }
     }
 }
 
-async fn beat(flow: &Flow, producer: &ControlProducer, topic_ready: &mut bool) -> Result<(), KafkaError> {
-    if !*topic_ready {
-        Admin::new(&flow.target)?.create_state_topic(HEARTBEATS_TOPIC, flow.replication_factor).await?;
-        *topic_ready = true;
-    }
+async fn beat(flow: &Flow, producer: &ControlProducer) -> Result<(), KafkaError> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     let hb = Heartbeat {
         source_alias: flow.source.alias.clone(),

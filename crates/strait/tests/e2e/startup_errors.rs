@@ -34,6 +34,9 @@ enum Reach {
     /// Every topic of Strait's own exists and the source topic has records: the target topic is
     /// created by the data path.
     TargetTopic,
+    /// The data path's topics exist and the source topic has no record: slot 0's checkpoint
+    /// task creates its topic.
+    Checkpoints,
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -59,6 +62,12 @@ async fn permanent_start_errors_stop_run_within_30_s_naming_the_setting() {
             "replication_factor=3",
         ),
         (
+            "replication factor above the target's brokers (checkpoints topic)",
+            "replication_factor = 3\nemit_heartbeats = false".into(),
+            Reach::Checkpoints,
+            "replication_factor = 3",
+        ),
+        (
             "transaction timeout above the broker's transaction.max.timeout.ms",
             "delivery = \"exactly_once\"\ntransaction_timeout_ms = 1000000".into(),
             Reach::Nothing,
@@ -77,10 +86,12 @@ async fn permanent_start_errors_stop_run_within_30_s_naming_the_setting() {
         if !matches!(reach, Reach::Nothing) {
             ensure_topic(&f.b, &format!("strait-slots.{}.{}.internal", f.src, f.dst), &[]).await;
         }
-        if matches!(reach, Reach::TargetTopic) {
+        if matches!(reach, Reach::TargetTopic | Reach::Checkpoints) {
             let compact = [("cleanup.policy", "compact")];
             ensure_topic(&f.b, "strait-positions.internal", &compact).await;
             ensure_topic(&f.b, &format!("mm2-offset-syncs.{}.internal", f.src), &compact).await;
+        }
+        if matches!(reach, Reach::TargetTopic) {
             produce(&f.a, &f.topic, &[Rec::simple(0, "a"), Rec::simple(0, "b")]).await;
         }
         let started = Instant::now();
