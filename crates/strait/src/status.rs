@@ -71,7 +71,7 @@ pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError>
             if !reached.reaches_target(&topic) {
                 continue;
             }
-            for partition in 0..partitions as i32 {
+            for partition in (0..partitions).filter_map(|p| i32::try_from(p).ok()) {
                 let (log_start, end) = consumer.fetch_watermarks(&topic, partition, METADATA_TIMEOUT)?;
                 let position = saved.get(&(topic.clone(), partition)).map(|s| s.next_offset);
                 let lag = (end - position.unwrap_or(log_start).max(log_start)).max(0);

@@ -123,19 +123,25 @@ async fn at_least_once_through_a_30s_network_cut_to_the_target() {
 
 /// A source topic that appears while the target is cut off cannot get its target topic yet: its
 /// records wait and the flow keeps trying (it stopped for good before), then copies them all once
-/// the network heals.
+/// the network heals. The source is a cluster of its own (on the shared one, other tests'
+/// heartbeats arrive during the cut and hold the flow in its commit instead), and the slot
+/// group's session outlasts the cut.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_topic_first_seen_while_the_target_is_cut_off_is_copied_once_it_heals() {
     let (_target, proxy) =
         strait_testkit::start_cluster_behind_proxy(&dedicated_dir("newcut")).expect("proxied cluster");
-    let (a, b) = (cluster(1), format!("127.0.0.1:{}", proxy.port));
+    let source = strait_testkit::start_clusters(1, &dedicated_dir("newcut-source")).expect("source cluster").remove(0);
+    let (a, b) = (source.bootstrap.clone(), format!("127.0.0.1:{}", proxy.port));
     let p = unique("newcut");
     let (first, second) = (format!("{p}-first"), format!("{p}-second"));
     create_topic(&a, &first, 1, &[]).await;
     let config = two_cluster_config(
         (&format!("{p}s"), &a, ""),
         (&format!("{p}d"), &b, ""),
-        &format!("topics = [\"{p}-.*\"]\ncommit_interval_ms = 300"),
+        &format!(
+            "topics = [\"{p}-.*\"]\ncommit_interval_ms = 300\nemit_heartbeats = false\nemit_checkpoints = false\n\
+             [flows.scale_out]\nsession_timeout_ms = 60000"
+        ),
         "",
     );
     let mut strait = Strait::start(&p, &config);

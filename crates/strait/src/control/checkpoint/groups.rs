@@ -146,7 +146,9 @@ impl GroupClient {
         Ok(md
             .into_iter()
             .filter(|(t, _)| keep(t))
-            .flat_map(|(t, partitions)| (0..partitions as i32).map(move |p| (t.clone(), p)))
+            .flat_map(|(t, partitions)| {
+                (0..partitions).filter_map(|p| i32::try_from(p).ok()).map(move |p| (t.clone(), p))
+            })
             .collect())
     }
 }
