@@ -148,11 +148,30 @@ impl StateWriter {
     /// fails is aborted. Errors: fenced by a newer owner of the slot ([`ConnectError::Fenced`]);
     /// else a backend error naming what could not be written.
     pub async fn write(&mut self, state: State) -> ConnectResult<()> {
+        self.transaction(Some(state)).await
+    }
+
+    /// Proves the slot is still this instance's before it produces more, after a stall long
+    /// enough for another instance to have taken it over: one state transaction holding a
+    /// tombstone in the positions topic under a key no position has (`{"flow":…,"slot":…}`,
+    /// which [`crate::positions::load`] ignores). The transaction coordinator refuses it once
+    /// another instance started the slot's `transactional.id` (KIP-98 fencing). Errors:
+    /// [`ConnectError::Fenced`] when another instance took the slot over; else a backend error.
+    pub async fn prove_owner(&mut self) -> ConnectResult<()> {
+        self.transaction(None).await
+    }
+
+    /// One state transaction holding `state`, or the ownership proof when `None`; aborted if it
+    /// fails.
+    async fn transaction(&mut self, state: Option<State>) -> ConnectResult<()> {
         let name = self.flow.name.clone();
         transaction_call(&self.service, &name, "begin state transaction", self.timeout, |p, _| p.begin_transaction())
             .await
             .map_err(|e| self.failure(format!("flow {name}: begin state transaction"), e))?;
-        let written = self.write_in_transaction(state).await;
+        let written = match state {
+            Some(state) => self.write_in_transaction(state).await,
+            None => self.probe_in_transaction().await,
+        };
         if written.is_err() && self.service.fatal_error().is_none() {
             // Left open, the transaction would hold back every read_committed read of the
             // positions topic (every flow's start on this target) until the target times it out.
@@ -166,42 +185,8 @@ impl StateWriter {
         written
     }
 
-    /// Proves the slot is still this instance's before it produces more, after a stall long
-    /// enough for another instance to have taken it over: one state transaction holding a
-    /// tombstone in the positions topic under a key no position has (`{"flow":…,"slot":…}`,
-    /// which [`crate::positions::load`] ignores). The transaction coordinator refuses it once
-    /// another instance started the slot's `transactional.id` (KIP-98 fencing). Errors:
-    /// [`ConnectError::Fenced`] when another instance took the slot over; else a backend error.
-    pub async fn prove_owner(&mut self) -> ConnectResult<()> {
-        let name = self.flow.name.clone();
-        transaction_call(&self.service, &name, "begin state transaction", self.timeout, |p, _| p.begin_transaction())
-            .await
-            .map_err(|e| self.failure(format!("flow {name}: begin state transaction"), e))?;
-        let key = serde_json::json!({ "flow": name, "slot": self.slot }).to_string();
-        let record = BaseRecord::<[u8], [u8], _>::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(key.as_bytes());
-        let sent = match self.service.send(record, InFlight::OwnerProbe, &mut |_, _| {}).await {
-            Ok(()) => self.service.wait_acks(0, &mut |_, _| {}).await,
-            failed => failed,
-        };
-        let written = match sent {
-            Ok(()) => transaction_call(&self.service, &name, "commit state transaction", self.timeout, |p, timeout| {
-                p.commit_transaction(timeout)
-            })
-            .await
-            .map_err(|e| self.failure(format!("flow {name}: commit the ownership proof"), e)),
-            Err((what, e)) => Err(self.failure(describe(&self.flow, &self.syncs_topic, what), e)),
-        };
-        if written.is_err() && self.service.fatal_error().is_none() {
-            let abort = |p: &DataProducer, timeout| p.abort_transaction(timeout);
-            let _ = transaction_call(&self.service, &name, "abort state transaction", self.timeout, abort).await;
-            self.service.forget_in_flight();
-        }
-        written
-    }
-
     /// The body of [`Self::write`]'s transaction: the offset syncs and positions, then the commit.
     async fn write_in_transaction(&mut self, state: State) -> ConnectResult<()> {
-        let name = self.flow.name.clone();
         let mut syncs = state.syncs;
         if let Some(producer) = &self.source_syncs {
             write_to_source(producer, &self.syncs_topic, &syncs)
@@ -212,6 +197,24 @@ impl StateWriter {
         send(&mut self.service, &self.syncs_topic, syncs, state.positions)
             .await
             .map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+        self.commit().await
+    }
+
+    /// The body of [`Self::prove_owner`]'s transaction: the tombstone, then the commit.
+    async fn probe_in_transaction(&mut self) -> ConnectResult<()> {
+        let key = serde_json::json!({ "flow": self.flow.name, "slot": self.slot }).to_string();
+        let record = BaseRecord::<[u8], [u8], _>::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(key.as_bytes());
+        let sent = match self.service.send(record, InFlight::OwnerProbe, &mut |_, _| {}).await {
+            Ok(()) => self.service.wait_acks(0, &mut |_, _| {}).await,
+            failed => failed,
+        };
+        sent.map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+        self.commit().await
+    }
+
+    /// Commits the open state transaction.
+    async fn commit(&mut self) -> ConnectResult<()> {
+        let name = self.flow.name.clone();
         transaction_call(&self.service, &name, "commit state transaction", self.timeout, |p, timeout| {
             p.commit_transaction(timeout)
         })
