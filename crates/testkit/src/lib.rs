@@ -321,26 +321,38 @@ pub(crate) fn spawn_broker(libs: &Path, dir: &Path) -> io::Result<Child> {
 }
 
 pub(crate) fn wait_ready(cluster: &mut KafkaCluster) -> io::Result<()> {
+    let (address, dir) = (cluster.internal.clone(), cluster.dir.clone());
+    let what = format!("broker at {}", cluster.bootstrap);
+    await_brokers(&address, 1, &dir, &what, || Ok(cluster.child.try_wait()?.map(|s| format!("exited with {s}"))))
+}
+
+/// Asks `address` for Metadata every 200 ms until it lists at least `brokers` brokers. `exited`
+/// says why the process waited for is gone (`None` while it runs). Errors, naming `what` and
+/// `dir`'s `server.log`: it exited, or it is not ready within [`READY_TIMEOUT`].
+pub(crate) fn await_brokers(
+    address: &str,
+    brokers: usize,
+    dir: &Path,
+    what: &str,
+    mut exited: impl FnMut() -> io::Result<Option<String>>,
+) -> io::Result<()> {
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &cluster.internal)
+        .set("bootstrap.servers", address)
         .set("log_level", "0")
         .create()
         .map_err(io::Error::other)?;
+    let log = dir.join("server.log");
     let start = Instant::now();
     loop {
-        if let Some(status) = cluster.child.try_wait()? {
-            return Err(io::Error::other(format!(
-                "broker exited with {status}; see {}",
-                cluster.dir.join("server.log").display()
-            )));
+        if let Some(why) = exited()? {
+            return Err(io::Error::other(format!("{what} {why}; see {}", log.display())));
         }
         match consumer.fetch_metadata(None, Duration::from_secs(1)) {
-            Ok(md) if !md.brokers().is_empty() => return Ok(()),
+            Ok(md) if md.brokers().len() >= brokers => return Ok(()),
             _ if start.elapsed() > READY_TIMEOUT => {
                 return Err(io::Error::other(format!(
-                    "broker at {} not ready after {READY_TIMEOUT:?}; see {}",
-                    cluster.bootstrap,
-                    cluster.dir.join("server.log").display()
+                    "{what} not ready after {READY_TIMEOUT:?}; see {}",
+                    log.display()
                 )))
             }
             _ => std::thread::sleep(Duration::from_millis(200)),

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
-use crate::{cluster_id, free_ports, java_command, kafka_libs, spawn_broker, HEAP, READY_TIMEOUT};
+use crate::{await_brokers, cluster_id, free_ports, java_command, kafka_libs, spawn_broker, HEAP};
 
 /// Node ids of the cluster.
 pub const NODE_IDS: [i32; 3] = [1, 2, 3];
@@ -204,31 +204,9 @@ impl ThreeNodeCluster {
     /// listing every broker.
     fn wait_node(&mut self, id: i32) -> io::Result<()> {
         let node = self.node(id)?;
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &node.address)
-            .set("log_level", "0")
-            .create()
-            .map_err(io::Error::other)?;
-        let start = Instant::now();
-        loop {
-            if !node.running()? {
-                return Err(io::Error::other(format!(
-                    "node {id} exited; see {}",
-                    node.dir.join("server.log").display()
-                )));
-            }
-            match consumer.fetch_metadata(None, Duration::from_secs(1)) {
-                Ok(md) if md.brokers().len() == NODE_IDS.len() => return Ok(()),
-                _ if start.elapsed() > READY_TIMEOUT => {
-                    return Err(io::Error::other(format!(
-                        "node {id} at {} not ready after {READY_TIMEOUT:?}; see {}",
-                        node.address,
-                        node.dir.join("server.log").display()
-                    )))
-                }
-                _ => std::thread::sleep(Duration::from_millis(200)),
-            }
-        }
+        let (address, dir) = (node.address.clone(), node.dir.clone());
+        let what = format!("node {id} at {address}");
+        await_brokers(&address, NODE_IDS.len(), &dir, &what, || Ok((!node.running()?).then(|| "exited".to_string())))
     }
 
     /// Serves the [`Control`] requests waiting on `listener` (non-blocking), one at a time, on

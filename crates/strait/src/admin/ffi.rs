@@ -43,3 +43,27 @@ pub(super) unsafe fn failed(what: &str, code: rd::rd_kafka_resp_err_t, message: 
     tracing::warn!(code = %code, "{what}: {message}");
     KafkaError::AdminOp(code)
 }
+
+/// Waits up to `timeout_ms` (plus 1 s for the reply to arrive) for the result event of the admin
+/// request `what` sent to `queue`. Errors: a timeout, or the request's own error.
+///
+/// # Safety
+/// `queue` is a live librdkafka queue the request's result is sent to.
+pub(super) unsafe fn admin_result(
+    queue: *mut rd::rd_kafka_queue_t,
+    timeout_ms: i32,
+    what: &str,
+) -> Result<Owned<rd::rd_kafka_event_t>, KafkaError> {
+    // SAFETY: guaranteed by the caller; the event is owned and destroyed by the `Owned`.
+    unsafe {
+        let event = Owned(rd::rd_kafka_queue_poll(queue, timeout_ms.saturating_add(1_000)), rd::rd_kafka_event_destroy);
+        if event.0.is_null() {
+            return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
+        }
+        let code = rd::rd_kafka_event_error(event.0);
+        if code != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(failed(what, code, rd::rd_kafka_event_error_string(event.0)));
+        }
+        Ok(event)
+    }
+}

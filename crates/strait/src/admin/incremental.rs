@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use rdkafka::admin::AdminClient;
 use rdkafka::bindings as rd;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 
-use super::ffi::{failed, Owned};
+use super::ffi::{admin_result, failed, Owned};
 use crate::client_log::ClientLog;
 
 /// Sets `configs` (name, value) on `topic`, leaving its other configs as they are. Blocks up to
@@ -59,15 +59,7 @@ pub fn set_topic_configs(
         rd::rd_kafka_AdminOptions_set_request_timeout(options.0, timeout_ms, ptr::null_mut(), 0);
         let mut resources = [resource.0];
         rd::rd_kafka_IncrementalAlterConfigs(rk, resources.as_mut_ptr(), 1, options.0, queue.0);
-        let event =
-            Owned(rd::rd_kafka_queue_poll(queue.0, timeout_ms.saturating_add(1_000)), rd::rd_kafka_event_destroy);
-        if event.0.is_null() {
-            return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
-        }
-        let code = rd::rd_kafka_event_error(event.0);
-        if code != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(failed("incremental alter configs", code, rd::rd_kafka_event_error_string(event.0)));
-        }
+        let event = admin_result(queue.0, timeout_ms, "incremental alter configs")?;
         let result = rd::rd_kafka_event_IncrementalAlterConfigs_result(event.0);
         let mut count = 0;
         let results = rd::rd_kafka_IncrementalAlterConfigs_result_resources(result, &mut count);

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use rdkafka::bindings as rd;
 use rdkafka::client::{Client, ClientContext};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 
-use super::ffi::{failed, string, Owned};
+use super::ffi::{admin_result, string, Owned};
 
 /// A topic's id as Kafka prints it (`kafka-topics.sh --describe`): its 16 bytes in URL-safe
 /// base64 without padding (22 characters).
@@ -66,15 +66,7 @@ pub fn topic_ids<C: ClientContext>(
         );
         rd::rd_kafka_AdminOptions_set_request_timeout(options.0, timeout_ms, ptr::null_mut(), 0);
         rd::rd_kafka_DescribeTopics(rk, collection.0, options.0, queue.0);
-        let event =
-            Owned(rd::rd_kafka_queue_poll(queue.0, timeout_ms.saturating_add(1_000)), rd::rd_kafka_event_destroy);
-        if event.0.is_null() {
-            return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
-        }
-        let code = rd::rd_kafka_event_error(event.0);
-        if code != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(failed("describe topics", code, rd::rd_kafka_event_error_string(event.0)));
-        }
+        let event = admin_result(queue.0, timeout_ms, "describe topics")?;
         let result = rd::rd_kafka_event_DescribeTopics_result(event.0);
         let mut count = 0;
         let described = rd::rd_kafka_DescribeTopics_result_topics(result, &mut count);
