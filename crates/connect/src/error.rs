@@ -113,11 +113,117 @@ impl ConnectError {
             | Self::Invalid { cause, .. } => cause.as_ref(),
         }
     }
+    /// Which kind of error this is, without its context and cause: what decides a runner's
+    /// reaction (retry, stop) and a process's exit code.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Io { .. } => ErrorKind::Io,
+            Self::Conversion { .. } => ErrorKind::Conversion,
+            Self::Offset { .. } => ErrorKind::Offset,
+            Self::Transaction { .. } => ErrorKind::Transaction,
+            Self::Backend { .. } => ErrorKind::Backend,
+            Self::Denied { .. } => ErrorKind::Denied,
+            Self::DataLoss { .. } => ErrorKind::DataLoss,
+            Self::Retriable { .. } => ErrorKind::Retriable,
+            Self::Fenced { .. } => ErrorKind::Fenced,
+            Self::Conflict { .. } => ErrorKind::Conflict,
+            Self::Invalid { .. } => ErrorKind::Invalid,
+        }
+    }
+    /// A new error of `kind` with `context` and `cause`.
+    pub fn of_kind(kind: ErrorKind, context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        let (context, cause) = (context.into(), cause.into());
+        match kind {
+            ErrorKind::Io => Self::Io { context, cause },
+            ErrorKind::Conversion => Self::Conversion { context, cause },
+            ErrorKind::Offset => Self::Offset { context, cause },
+            ErrorKind::Transaction => Self::Transaction { context, cause },
+            ErrorKind::Backend => Self::Backend { context, cause },
+            ErrorKind::Denied => Self::Denied { context, cause },
+            ErrorKind::DataLoss => Self::DataLoss { context, cause },
+            ErrorKind::Retriable => Self::Retriable { context, cause },
+            ErrorKind::Fenced => Self::Fenced { context, cause },
+            ErrorKind::Conflict => Self::Conflict { context, cause },
+            ErrorKind::Invalid => Self::Invalid { context, cause },
+        }
+    }
+    /// The same error (kind and cause) with `outer` put before its context: `"<outer>: <context>"`.
+    pub fn within(self, outer: impl std::fmt::Display) -> Self {
+        let kind = self.kind();
+        let (context, cause) = match self {
+            Self::Io { context, cause }
+            | Self::Conversion { context, cause }
+            | Self::Offset { context, cause }
+            | Self::Transaction { context, cause }
+            | Self::Backend { context, cause }
+            | Self::Denied { context, cause }
+            | Self::DataLoss { context, cause }
+            | Self::Retriable { context, cause }
+            | Self::Fenced { context, cause }
+            | Self::Conflict { context, cause }
+            | Self::Invalid { context, cause } => (context, cause),
+        };
+        Self::of_kind(kind, format!("{outer}: {context}"), cause)
+    }
     /// Whether trying the batch again may succeed ([`ConnectError::Retriable`]).
     pub fn is_retriable(&self) -> bool {
         matches!(self, Self::Retriable { .. })
     }
 }
 
+/// The kinds of [`ConnectError`], one per variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// [`ConnectError::Io`].
+    Io,
+    /// [`ConnectError::Conversion`].
+    Conversion,
+    /// [`ConnectError::Offset`].
+    Offset,
+    /// [`ConnectError::Transaction`].
+    Transaction,
+    /// [`ConnectError::Backend`].
+    Backend,
+    /// [`ConnectError::Denied`].
+    Denied,
+    /// [`ConnectError::DataLoss`].
+    DataLoss,
+    /// [`ConnectError::Retriable`].
+    Retriable,
+    /// [`ConnectError::Fenced`].
+    Fenced,
+    /// [`ConnectError::Conflict`].
+    Conflict,
+    /// [`ConnectError::Invalid`].
+    Invalid,
+}
+
 /// Result alias for connector calls.
 pub type ConnectResult<T> = Result<T, ConnectError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wrapping an error in an outer context keeps its kind and cause: a runner deciding to stop
+    /// or retry, and an exit code, see the kind the failure had where it happened.
+    #[test]
+    fn within_keeps_the_kind_and_the_cause() {
+        let errors = [
+            ConnectError::denied("topic t", "TOPIC_AUTHORIZATION_FAILED"),
+            ConnectError::data_loss("topic t partition 0", "120 records deleted"),
+            ConnectError::conflict("[flows.scale_out] slots", "the topic has 4 partitions"),
+            ConnectError::fenced("slot 3", "another instance owns it"),
+            ConnectError::invalid("replication_factor = 3", "1 broker"),
+            ConnectError::retriable("produce", "timed out"),
+        ];
+        for e in errors {
+            let (kind, shown) = (e.kind(), e.to_string());
+            let wrapped = e.within("flow a->b slot 0");
+            assert_eq!(wrapped.kind(), kind);
+            let (label, rest) = shown.split_once(": ").unwrap();
+            assert_eq!(wrapped.to_string(), format!("{label}: flow a->b slot 0: {rest}"));
+            assert_eq!(ConnectError::of_kind(kind, "c", "x").kind(), kind);
+        }
+    }
+}

@@ -10,7 +10,7 @@ mod record;
 mod runtime;
 mod traits;
 
-pub use error::{Cause, ConnectError, ConnectResult};
+pub use error::{Cause, ConnectError, ConnectResult, ErrorKind};
 pub use record::{ConnectRecord, Header, SourceOffset};
 pub use runtime::{ConnectorRuntime, RuntimeConfig, RuntimeHandle, RuntimeState};
 pub use traits::{Sink, Source};

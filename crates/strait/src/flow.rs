@@ -154,6 +154,7 @@ impl Instance {
         let mut owned: Vec<u32> = self.slots.keys().copied().collect();
         owned.sort_unstable();
         tracing::info!(flow = %self.flow.name, slots = ?owned, of = self.flow.slots, "slots owned by this instance");
+        metrics().set_slots_owned(&self.flow.source.alias, &self.flow.target.alias, self.flow.slots, &owned);
     }
 
     fn start_slot(&mut self, slot: u32) {
@@ -221,6 +222,7 @@ type OncePerFlow = (CancellationToken, JoinSet<ConnectResult<()>>);
 /// path started (so both clusters answered and accepted Strait's credentials).
 fn start_once_per_flow(flow: &Arc<Flow>) -> OncePerFlow {
     tracing::info!(flow = %flow.name, "slot 0 owned: heartbeats, checkpoints and topic config sync run here");
+    metrics().set_control_tasks_up(&flow.source.alias, &flow.target.alias, true);
     let (cancel, mut tasks) = (CancellationToken::new(), JoinSet::new());
     let (sync_flow, sync_cancel) = (flow.clone(), cancel.clone());
     tasks.spawn(async move {
@@ -263,6 +265,7 @@ async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): OncePerFlow) {
         tasks.shutdown().await;
     }
     tracing::info!(flow = %flow.name, "slot 0 given up: heartbeats, checkpoints and topic config sync stopped here");
+    metrics().set_control_tasks_up(&flow.source.alias, &flow.target.alias, false);
 }
 
 /// Runs the data path of `slot` until `cancel` (then drains and returns `Ok`) or it fails.
@@ -283,27 +286,25 @@ async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: Canc
     };
     let mut once_per_flow = (slot == 0).then(|| start_once_per_flow(&flow));
     let (runtime, handle) = ConnectorRuntime::new(source, sink, config);
-    let stopper = {
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            cancel.cancelled().await;
-            handle.shutdown();
-        })
-    };
     // A once-per-flow task that cannot start for good stops the flow: the data path drains first.
     let run = runtime.run();
     tokio::pin!(run);
-    let mut refused = None;
+    let (mut refused, mut stopping) = (None, false);
     let state = loop {
         tokio::select! {
             state = &mut run => break state,
+            _ = cancel.cancelled(), if !stopping => {
+                handle.shutdown();
+                stopping = true;
+            }
             e = once_per_flow_failure(&mut once_per_flow), if refused.is_none() => {
                 handle.shutdown();
                 refused = Some(e);
             }
         }
     };
-    stopper.abort();
+    // The last handle: the runtime's error is then this function's alone, moved out with its kind.
+    drop(handle);
     if let Some(tasks) = once_per_flow {
         stop_once_per_flow(&flow, tasks).await;
     }
@@ -311,10 +312,11 @@ async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: Canc
         return Err(e);
     }
     match state {
-        RuntimeState::Failed(e) if matches!(*e, ConnectError::Fenced { .. }) => {
-            Err(ConnectError::fenced(format!("flow {} slot {slot}", flow.name), e.to_string()))
+        RuntimeState::Failed(e) => {
+            let e = Arc::try_unwrap(e)
+                .unwrap_or_else(|shared| ConnectError::of_kind(shared.kind(), "the data path", shared.to_string()));
+            Err(e.within(format_args!("flow {} slot {slot}", flow.name)))
         }
-        RuntimeState::Failed(e) => Err(ConnectError::backend(format!("flow {} failed", flow.name), e.to_string())),
         _ => Ok(()),
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use strait::config::{Config, Flow};
+use strait_connect::ErrorKind;
 use tokio_util::sync::CancellationToken;
 
 strait::process_allocator!();
@@ -31,6 +32,12 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run every flow of the config until SIGINT/SIGTERM, then drain, flush and exit 0.
+    ///
+    /// A flow that stops on an error exits non-zero, by the error's kind: 2 the config is invalid,
+    /// 3 denied (authentication failed or an ACL is missing), 4 a setting the cluster refuses or
+    /// contradicts (fix it, then start again), 5 source records gone before they were copied
+    /// (`on_source_gap = "fail"`), 6 another instance runs the flow, 1 anything else (a restart
+    /// may help). With several failed flows, the first failure's code.
     Run {
         /// Path of the TOML config.
         #[arg(long)]
@@ -264,24 +271,32 @@ async fn run(flows: Vec<Flow>, metrics_addr: Option<std::net::SocketAddr>) -> Ex
         }
         std::process::exit(1);
     });
-    let mut failed = false;
+    let mut code = None;
     while let Some(done) = tasks.join_next().await {
         match done {
             Ok((_, Ok(()))) => {}
             Ok((name, Err(e))) => {
-                tracing::error!(flow = %name, error = %e, "flow stopped on an error");
-                failed = true;
+                tracing::error!(flow = %name, kind = ?e.kind(), error = %e, "flow stopped on an error");
+                code.get_or_insert(exit_code(e.kind()));
             }
             Err(e) => {
                 tracing::error!(error = %e, "flow task panicked");
-                failed = true;
+                code.get_or_insert(1);
             }
         }
     }
-    if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+    code.map_or(ExitCode::SUCCESS, ExitCode::from)
+}
+
+/// `strait run`'s exit code for a flow stopped by an error of `kind` (documented on
+/// [`Command::Run`]): what an operator, or a supervisor deciding whether to restart, must do.
+fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Denied => 3,
+        ErrorKind::Invalid | ErrorKind::Conflict => 4,
+        ErrorKind::DataLoss => 5,
+        ErrorKind::Fenced => 6,
+        _ => 1,
     }
 }
 

@@ -35,6 +35,17 @@ pub struct FlowLabels {
     pub target: String,
 }
 
+/// Labels of a per-slot metric of a flow (scale-out: [`crate::slots`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SlotLabels {
+    /// Source cluster alias.
+    pub source: String,
+    /// Target cluster alias.
+    pub target: String,
+    /// Slot number, 0 to the flow's slot count - 1.
+    pub slot: String,
+}
+
 /// Labels of a per-topic metric of a flow.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TopicLabels {
@@ -82,6 +93,8 @@ pub struct Metrics {
     lag: Family<PartitionLabels, Gauge>,
     offset_syncs: Family<PartitionLabels, Counter>,
     flow_up: Family<FlowLabels, Gauge>,
+    slot_owned: Family<SlotLabels, Gauge>,
+    control_tasks_up: Family<FlowLabels, Gauge>,
     residency_dropped: Family<TopicLabels, Counter>,
     topics_recreated: Family<TopicLabels, Counter>,
     loop_guard_dropped: Family<FlowLabels, Counter>,
@@ -151,6 +164,8 @@ impl Metrics {
             lag: Family::default(),
             offset_syncs: Family::default(),
             flow_up: Family::default(),
+            slot_owned: Family::default(),
+            control_tasks_up: Family::default(),
             residency_dropped: Family::default(),
             topics_recreated: Family::default(),
             loop_guard_dropped: Family::default(),
@@ -176,6 +191,16 @@ impl Metrics {
         );
         r.register("strait_offset_syncs", "MM2 offset syncs written", m.offset_syncs.clone());
         r.register("strait_flow_up", "1 while the flow runs, 0 otherwise", m.flow_up.clone());
+        r.register(
+            "strait_slot_owned",
+            "1 for each slot of the flow this instance owns (a series only for owned slots)",
+            m.slot_owned.clone(),
+        );
+        r.register(
+            "strait_control_tasks_up",
+            "1 while this instance runs the flow's heartbeats, checkpoints and topic config sync (the owner of slot 0)",
+            m.control_tasks_up.clone(),
+        );
         r.register("strait_residency_dropped", "Records dropped by the residency gate", m.residency_dropped.clone());
         r.register(
             "strait_source_topics_recreated",
@@ -261,6 +286,26 @@ impl Metrics {
     pub fn set_flow_up(&self, name: &str, source: &str, target: &str, up: bool) {
         self.flow_up.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).set(i64::from(up));
         self.flows.lock().unwrap_or_else(|e| e.into_inner()).entry(name.to_string()).or_insert((false, true)).0 = up;
+    }
+
+    /// Records the slots of the flow `source` → `target` this instance owns now
+    /// (`strait_slot_owned`): a series of 1 for each slot in `owned`, none for the others.
+    pub fn set_slots_owned(&self, source: &str, target: &str, slots: u32, owned: &[u32]) {
+        for slot in 0..slots {
+            let labels = SlotLabels { source: source.into(), target: target.into(), slot: slot.to_string() };
+            if owned.contains(&slot) {
+                self.slot_owned.get_or_create(&labels).set(1);
+            } else {
+                self.slot_owned.remove(&labels);
+            }
+        }
+    }
+
+    /// Records whether this instance runs the flow's once-per-flow tasks (`strait_control_tasks_up`).
+    pub fn set_control_tasks_up(&self, source: &str, target: &str, up: bool) {
+        self.control_tasks_up
+            .get_or_create(&FlowLabels { source: source.into(), target: target.into() })
+            .set(i64::from(up));
     }
 
     /// Records whether the target of flow `name` answered its last probe (`/ready`).

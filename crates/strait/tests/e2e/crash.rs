@@ -86,7 +86,7 @@ async fn source_gap(on_source_gap: &str) {
     let logs = if on_source_gap == "fail" {
         wait_until("the flow stops at the gap", Duration::from_secs(60), || !strait.is_running()).await;
         let logs = strait.logs();
-        assert!(!strait.stop().success(), "exits non-zero: {logs}");
+        assert_eq!(strait.stop().code(), Some(5), "exits 5 (data loss): {logs}");
         assert!(logs.contains("data loss") && logs.contains("on_source_gap"), "{logs}");
         assert_eq!(count(&b, &remote), Some(100), "nothing past the gap copied");
         logs

@@ -72,7 +72,7 @@ async fn paused(prefix: &str, scale_out: bool) {
     if scale_out {
         assert!(a.stop().success(), "{logs}");
     } else {
-        let logs = exits_non_zero(a, Duration::from_secs(30)).await;
+        let logs = exits_with(a, 6, Duration::from_secs(30)).await;
         assert!(logs.contains("another instance"), "the woken instance says why it stopped: {logs}");
     }
     let b = b.logs();

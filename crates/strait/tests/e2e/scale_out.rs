@@ -80,12 +80,7 @@ async fn share_kill_and_grow(prefix: &str, delivery: &str) -> (Vec<(i32, Seen)>,
     let shared = wait_shared("with a 4th", &instances.iter().collect::<Vec<_>>(), Duration::from_secs(60)).await;
     eprintln!("{prefix}: after the 4th joined: {shared:?}");
     // Heartbeats, checkpoints and config sync run on exactly one instance: the owner of slot 0.
-    let runs_once_per_flow = |s: &Strait| {
-        let logs = s.logs();
-        let owned_at = logs.rfind("slot 0 owned: heartbeats");
-        owned_at.is_some() && owned_at > logs.rfind("slot 0 given up")
-    };
-    let once = || instances.iter().zip(&shared).all(|(s, slots)| runs_once_per_flow(s) == slots.contains(&0));
+    let once = || instances.iter().zip(&shared).all(|(s, slots)| runs_control_tasks(s) == Some(slots.contains(&0)));
     wait_until("only the owner of slot 0 runs the once-per-flow tasks", Duration::from_secs(30), once).await;
 
     producer.await.unwrap();
@@ -137,7 +132,7 @@ async fn a_second_instance_of_a_flow_without_scale_out_is_refused() {
         owned(&first).is_some_and(|s| s.len() == 1)
     })
     .await;
-    let logs = exits_non_zero(Strait::start(&format!("{}-2", f.p), &config), Duration::from_secs(60)).await;
+    let logs = exits_with(Strait::start(&format!("{}-2", f.p), &config), 6, Duration::from_secs(60)).await;
     assert!(logs.contains("another instance runs this flow"), "{logs}");
     producer.await.unwrap();
     wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
@@ -157,7 +152,7 @@ async fn an_instance_with_another_slot_count_is_refused() {
         owned(&first).is_some_and(|s| s.len() == 4)
     })
     .await;
-    let logs = exits_non_zero(Strait::start(&format!("{}-2", f.p), &scaled(3)), Duration::from_secs(60)).await;
+    let logs = exits_with(Strait::start(&format!("{}-2", f.p), &scaled(3)), 4, Duration::from_secs(60)).await;
     assert!(logs.contains("[flows.scale_out] slots") && logs.contains("has 4 partition(s)"), "{logs}");
     produce(&f.a, &f.topic, &[Rec::simple(0, "after"), Rec::simple(1, "after")]).await;
     wait_until("the first instance still replicates", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(2))
@@ -219,7 +214,7 @@ async fn scale_out_turned_on_while_an_old_instance_runs_is_refused() {
     })
     .await;
     let scaled = Strait::start(&format!("{}-2", f.p), &f.config("[flows.scale_out]\nenabled = true\nslots = 4"));
-    let logs = exits_non_zero(scaled, Duration::from_secs(60)).await;
+    let logs = exits_with(scaled, 4, Duration::from_secs(60)).await;
     assert!(
         logs.contains("[flows.scale_out] slots")
             && logs.contains("has 1 partition(s)")
@@ -239,6 +234,6 @@ async fn scale_out_turned_on_while_an_old_instance_runs_is_refused() {
 async fn a_session_timeout_the_brokers_refuse_stops_the_flow_naming_it() {
     let f = TopicFlow::new("session", 1).await;
     let strait = Strait::start(&f.p, &f.config("[flows.scale_out]\nsession_timeout_ms = 1000"));
-    let logs = exits_non_zero(strait, Duration::from_secs(60)).await;
+    let logs = exits_with(strait, 4, Duration::from_secs(60)).await;
     assert!(logs.contains("[flows.scale_out] session_timeout_ms") && logs.contains("do not allow 1000 ms"), "{logs}");
 }

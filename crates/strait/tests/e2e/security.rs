@@ -23,9 +23,9 @@ fn cluster_toml(alias: &str, cluster: &SecureCluster, password: &str) -> String 
     toml
 }
 
-/// Runs a config that must stop the flow by itself; returns its log.
+/// Runs a config that must stop the flow by itself, denied (exit code 3); returns its log.
 async fn refused(name: &str, config: &str) -> String {
-    exits_non_zero(Strait::start(name, config), Duration::from_secs(30)).await
+    exits_with(Strait::start(name, config), 3, Duration::from_secs(30)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -253,10 +253,11 @@ pub async fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() ->
     }
 }
 
-/// A `strait run` process; killed (SIGKILL) on drop.
+/// A `strait run` process, serving its metrics on `metrics` (`host:port`); killed (SIGKILL) on drop.
 pub struct Strait {
     child: Child,
     pub log: PathBuf,
+    pub metrics: String,
 }
 
 pub fn write_config(name: &str, toml: &str) -> PathBuf {
@@ -279,8 +280,15 @@ impl Strait {
         Self::launch(name, toml, log_filter, &[])
     }
 
-    /// `strait run --config <toml> <args>` with `RUST_LOG=log_filter`.
+    /// `strait run --config <toml> <args>` with `RUST_LOG=log_filter`, and `--metrics-addr` on a
+    /// free port unless `args` give one.
     pub fn launch(name: &str, toml: &str, log_filter: &str, args: &[&str]) -> Self {
+        let given = args.iter().position(|a| *a == "--metrics-addr").and_then(|i| args.get(i + 1));
+        let metrics = given.map_or_else(free_addr, |a| a.to_string());
+        let mut all = args.to_vec();
+        if given.is_none() {
+            all.extend(["--metrics-addr", metrics.as_str()]);
+        }
         let config = write_config(name, toml);
         let log = config.with_extension("log");
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
@@ -288,14 +296,14 @@ impl Strait {
             .arg("run")
             .arg("--config")
             .arg(&config)
-            .args(args)
+            .args(&all)
             .env("RUST_LOG", log_filter)
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .stdin(Stdio::null())
             .spawn()
             .expect("spawn strait");
-        Strait { child, log }
+        Strait { child, log, metrics }
     }
 
     pub fn logs(&self) -> String {
@@ -349,17 +357,28 @@ impl Drop for Strait {
     }
 }
 
-/// The slots an instance said it owns last (its "slots owned by this instance" lines).
+/// The slots an instance owns now, from its `strait_slot_owned` series; `None` while its metrics
+/// do not answer.
 pub fn owned(strait: &Strait) -> Option<std::collections::BTreeSet<u32>> {
-    strait_testkit::owned_slots(&strait.logs())
+    let (_, scrape) = http_get(&strait.metrics, "/metrics")?;
+    let slot = |l: &str| l.split("slot=\"").nth(1)?.split('"').next()?.parse().ok();
+    Some(scrape.lines().filter(|l| l.starts_with("strait_slot_owned{") && l.ends_with(" 1")).filter_map(slot).collect())
 }
 
-/// Waits up to `timeout` for `strait` to stop by itself, asserts a non-zero exit and returns its
-/// log.
-pub async fn exits_non_zero(mut strait: Strait, timeout: Duration) -> String {
+/// Whether an instance runs its flow's heartbeats, checkpoints and topic config sync now
+/// (`strait_control_tasks_up`); `None` while its metrics do not answer.
+pub fn runs_control_tasks(strait: &Strait) -> Option<bool> {
+    let (_, scrape) = http_get(&strait.metrics, "/metrics")?;
+    Some(scrape.lines().any(|l| l.starts_with("strait_control_tasks_up{") && l.ends_with(" 1")))
+}
+
+/// Waits up to `timeout` for `strait` to stop by itself, asserts it exits with `code` (by the
+/// error's kind, as `strait run --help` lists them: 3 denied, 4 a setting to change, 5 data loss,
+/// 6 another instance runs the flow) and returns its log.
+pub async fn exits_with(mut strait: Strait, code: i32, timeout: Duration) -> String {
     wait_until("strait stops by itself", timeout, || !strait.is_running()).await;
     let logs = strait.logs();
-    assert!(!strait.stop().success(), "exits non-zero: {logs}");
+    assert_eq!(strait.stop().code(), Some(code), "exit code: {logs}");
     logs
 }
 
