@@ -917,12 +917,9 @@ mod tests {
 
     const TWO_CLUSTERS: &str = "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"h:1\"\n[[clusters]]\nalias = \"b\"\nbootstrap_servers = \"h:2\"\n[[flows]]\nsource = \"a\"\ntarget = \"b\"\n";
 
-    /// The first ```toml block of README.md.
+    /// The complete example config, `deploy/strait.example.toml`.
     fn readme_example() -> String {
-        let readme = include_str!("../../../README.md");
-        let start = readme.find("```toml\n").expect("README has a toml example") + "```toml\n".len();
-        let end = start + readme[start..].find("```").expect("closed block");
-        readme[start..end].to_string()
+        include_str!("../../../deploy/strait.example.toml").to_string()
     }
 
     #[test]
