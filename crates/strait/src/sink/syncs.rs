@@ -75,3 +75,31 @@ impl OffsetSyncWriter {
         self.pending.clear();
     }
 }
+
+/// Offset syncs written to their topic, kept for a caller that drains them
+/// ([`super::TargetSink::drain_offset_syncs`]): off until its first drain, so a sink nobody
+/// drains (`strait run`) keeps none; after it, they are held until the next drain.
+#[derive(Default)]
+pub struct CompletedSyncs {
+    kept: Option<Vec<OffsetSync>>,
+}
+
+impl CompletedSyncs {
+    /// Whether a caller drains them, so written syncs are kept.
+    pub fn is_on(&self) -> bool {
+        self.kept.is_some()
+    }
+
+    /// `syncs` were written: kept if a caller drains them.
+    pub fn extend(&mut self, syncs: impl IntoIterator<Item = OffsetSync>) {
+        if let Some(kept) = &mut self.kept {
+            kept.extend(syncs);
+        }
+    }
+
+    /// Every sync written since the last call, in write order (none at the first call, which
+    /// turns keeping on).
+    pub fn drain(&mut self) -> Vec<OffsetSync> {
+        std::mem::take(self.kept.get_or_insert_with(Vec::new))
+    }
+}
