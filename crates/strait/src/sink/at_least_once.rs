@@ -32,7 +32,7 @@ pub struct AtLeastOnce {
     /// timeout) may be a pause (SIGSTOP, a GC or VM pause, a frozen container) long enough for
     /// the group to have moved the slot: its heartbeats stopped with the process.
     stall_bound: Duration,
-    /// When `put` or `flush` last returned.
+    /// When `put` or `flush` last returned, or the sink started.
     last_call: Instant,
     /// A `put` or `flush` took longer than `stall_bound`, or began that long after the last one
     /// returned (the instance may have been paused): the next `put` proves the slot is still
@@ -76,6 +76,12 @@ impl AtLeastOnce {
             must_prove: false,
             unproven: HashSet::new(),
         })
+    }
+
+    /// Marks the sink's start as the last call, once it read its positions (which can wait
+    /// for other writers' open transactions): a stall is measured from there.
+    pub fn started(&mut self) {
+        self.last_call = Instant::now();
     }
 
     /// Notes that a `put` or `flush` begins, returning when: a flush too can be the first call

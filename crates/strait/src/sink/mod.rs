@@ -124,7 +124,9 @@ impl TargetSink {
             slot,
             service,
         };
-        Ok(Self { writer, mode, records, staged: Vec::new(), saved })
+        let mut sink = Self { writer, mode, records, staged: Vec::new(), saved };
+        sink.mode.started();
+        Ok(sink)
     }
 
     /// The positions saved by the flow's earlier runs (and, for partitions without one, where
