@@ -3,11 +3,11 @@
 //! each commit writes the batch's offset syncs and source positions after its records — in one
 //! Kafka transaction in exactly-once mode.
 //!
-//! One role per file, each looking only down: [`records`] (what a record becomes, then
-//! produced), [`at_least_once`] and [`exactly_once`] (how a batch is made durable, one per
-//! [`mode`]), [`state`] (the at-least-once state transactions), [`writer`] (the record producer
-//! and its ack bookkeeping, shared by the roles), [`service`] (the producer itself), [`errors`]
-//! and [`in_flight`] (what failed, and how it is reported).
+//! One role per file, each looking only down: `records` (what a record becomes, then produced),
+//! `at_least_once` and `exactly_once` (how a batch is made durable, one per delivery `mode`),
+//! `state` (the at-least-once state transactions), `writer` (the record producer and its ack
+//! bookkeeping, shared by the roles), [`service`] (the producer itself), `errors` and
+//! `in_flight` (what failed, and how it is reported), `producers` (their settings).
 //!
 //! As a library ([`TargetSink::start`], [`Sink`]), with
 //! [`KafkaSource`](crate::source::KafkaSource) as the source: see
