@@ -207,7 +207,7 @@ impl AtLeastOnce {
         }
     }
 
-    /// The offset syncs written since the last call ([`super::TargetSink::drain_offset_syncs`]).
+    /// The offset syncs written since the last call (for `TargetSink::drain_offset_syncs`).
     pub fn drain_offset_syncs(&mut self) -> Vec<OffsetSync> {
         self.state.drain_completed()
     }

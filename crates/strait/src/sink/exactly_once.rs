@@ -125,7 +125,7 @@ impl ExactlyOnce {
         Ok(())
     }
 
-    /// The offset syncs committed since the last call ([`super::TargetSink::drain_offset_syncs`]).
+    /// The offset syncs committed since the last call (for `TargetSink::drain_offset_syncs`).
     pub fn drain_offset_syncs(&mut self) -> Vec<OffsetSync> {
         self.completed.drain()
     }

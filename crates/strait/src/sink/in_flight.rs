@@ -21,7 +21,7 @@ pub enum InFlight {
     /// A source position of the batch.
     Position(SourceOffset),
     /// The record of a state transaction that proves the slot is still this instance's
-    /// ([`super::state::StateWriter::prove_owner`]).
+    /// (`StateWriter::prove_owner`).
     OwnerProbe,
 }
 

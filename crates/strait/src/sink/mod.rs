@@ -56,6 +56,7 @@ use writer::Writer;
 /// [`crate::config::Config::parse`] resolves them) and the slot of it the sink writes.
 #[derive(Clone)]
 pub struct SinkParams {
+    /// The flow: source and target clusters, delivery mode, offset-sync and naming settings.
     pub flow: Arc<Flow>,
     /// The slot (`0..flow.slots`) whose partitions this sink writes ([`crate::slots`]); its
     /// `transactional.id` is `strait-<flow>/slot-<slot>`. 0 when scale-out is off.

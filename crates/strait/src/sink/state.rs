@@ -1,6 +1,6 @@
 //! Where a batch's offset syncs and source positions are written, after its records.
 //!
-//! Exactly-once: into the slot's open transaction, with the records ([`super::exactly_once`]).
+//! Exactly-once: into the slot's open transaction, with the records (`exactly_once.rs`).
 //! At-least-once: by a [`StateWriter`], in a transaction of the slot's own small transactional
 //! producer, so a fenced previous owner can never move them. It writes in a task of its own while
 //! the next batch is read and produced: a commit waits for its records' acks only, not for the
