@@ -54,11 +54,12 @@ pub trait Sink<K, V>: Send {
     /// Accepts a batch; may apply backpressure by awaiting while its buffers are full.
     async fn put(&mut self, batch: Vec<ConnectRecord<K, V>>) -> ConnectResult<()>;
 
-    /// Makes every record put so far durable (awaits every pending write), then writes what the
-    /// sink keeps beside them (a sink that saves positions: the staged ones), or fails naming the
-    /// first record that could not be written. Without transactions a sink may still be saving
-    /// positions when it returns, so records keep flowing meanwhile: it then saves them before
-    /// its next flush, commit or close returns, and one of those reports a failure to save them.
+    /// Makes every record put so far durable (awaits every pending write, flushes the client),
+    /// or fails naming the first record that could not be written. A sink that saves positions
+    /// without transactions saves the staged ones here too (its commit is this flush); it may
+    /// still be saving them when it returns, so records keep flowing meanwhile: it then saves
+    /// them before its next flush, commit or close returns, and one of those reports a failure to
+    /// save them. With transactions, nothing put becomes visible before [`Sink::commit`].
     async fn flush(&mut self) -> ConnectResult<()>;
 
     /// Whether [`Sink::begin`] / [`Sink::commit`] / [`Sink::abort`] give exactly-once batches.
