@@ -253,14 +253,16 @@ where
         }
     }
 
-    /// Commits the batch's records and positions through the sink, then acknowledges the positions
-    /// to the source: a saved position never covers a record the sink has not made durable.
+    /// Stages the batch's positions and commits it through the sink, then acknowledges the
+    /// positions to the source: a saved position never covers a record the sink has not made
+    /// durable.
     async fn commit(&mut self, batch: &mut Batch, backoff: &mut Duration) -> ConnectResult<()> {
         if batch.started.is_none() {
             return Ok(());
         }
         let positions = batch.positions();
-        self.sink.commit(&positions).await?;
+        self.sink.stage_positions(&positions);
+        self.sink.commit().await?;
         tracing::debug!(records = batch.records, bytes = batch.bytes, partitions = positions.len(), "batch committed");
         self.source.acknowledge(&positions).await?;
         *batch = Batch::default();

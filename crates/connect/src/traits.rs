@@ -4,10 +4,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{ConnectError, ConnectRecord, ConnectResult, SourceOffset};
+#[cfg(doc)]
+use crate::ConnectError;
+use crate::{ConnectRecord, ConnectResult, SourceOffset};
 
 /// Reads records from an external system. It never saves its own positions: the [`Sink`] saves
-/// them with the records ([`Sink::commit`]), and the source is told where to start.
+/// them with the records ([`Sink::stage_positions`], then [`Sink::commit`]), and the source is
+/// told where to start.
 ///
 /// Positions passed to [`Source::acknowledge`] are the [`SourceOffset`] of the last record handled
 /// per partition; the source resumes after them.
@@ -35,24 +38,29 @@ pub trait Source<K, V>: Send {
     async fn close(&mut self) -> ConnectResult<()>;
 }
 
-/// Writes records, and the source positions they reach, to an external system.
+/// Writes records to an external system: the seed's contract (`put`, `flush`, `begin`, `commit`,
+/// `abort`, `close`, after Kafka Connect's `SinkTask`), extended by [`Sink::stage_positions`] for
+/// a sink that also saves the source positions its records reach.
 ///
-/// Records handed to [`Sink::put`] may be buffered; they are durable only once [`Sink::commit`]
-/// returns `Ok`.
+/// Records handed to [`Sink::put`] may be buffered; they are durable only once [`Sink::flush`] or
+/// [`Sink::commit`] returns `Ok`. The [`crate::ConnectorRuntime`] drives a batch as `begin` (at
+/// its first record), `put`..., `stage_positions`, `commit`; a failed batch of a transactional sink
+/// as `abort`. A sink that saves positions never saves one that covers a record not yet durable.
+///
+/// Errors name the first record that could not be written; [`ConnectError::Retriable`] when
+/// trying the batch again may succeed.
 #[async_trait]
 pub trait Sink<K, V>: Send {
     /// Accepts a batch; may apply backpressure by awaiting while its buffers are full.
     async fn put(&mut self, batch: Vec<ConnectRecord<K, V>>) -> ConnectResult<()>;
 
-    /// Makes every record put since the last commit durable, then durably saves `positions` (the
-    /// last source offset per partition those records reach) so a restart resumes after them.
-    /// A saved position never covers a record that is not durable; with transactions, records and
-    /// positions become visible together or not at all. Without transactions a sink may still be
-    /// saving `positions` when it returns, so records keep flowing meanwhile: it then saves them
-    /// before its next commit or its close returns, and either reports a failure to save them.
-    /// Errors name the first record that could not be written; [`ConnectError::Retriable`] when
-    /// trying the batch again may succeed.
-    async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()>;
+    /// Makes every record put so far durable (awaits every pending write, flushes the client),
+    /// or fails naming the first record that could not be written. A sink that saves positions
+    /// without transactions saves the staged ones here too (its commit is this flush); it may
+    /// still be saving them when it returns, so records keep flowing meanwhile: it then saves
+    /// them before its next flush, commit or close returns, and one of those reports a failure to
+    /// save them. With transactions, nothing put becomes visible before [`Sink::commit`].
+    async fn flush(&mut self) -> ConnectResult<()>;
 
     /// Whether [`Sink::begin`] / [`Sink::commit`] / [`Sink::abort`] give exactly-once batches.
     fn supports_transactions(&self) -> bool {
@@ -64,12 +72,30 @@ pub trait Sink<K, V>: Send {
         Ok(())
     }
 
-    /// Aborts the current transaction: nothing put since [`Sink::begin`] becomes visible.
-    /// Errors when the sink has no transactions.
-    async fn abort(&mut self) -> ConnectResult<()> {
-        Err(ConnectError::transaction("abort", "this sink does not support transactions"))
+    /// Hands the sink `positions` (the last source offset per partition that the records put
+    /// since the last commit reach) to save at the next [`Sink::commit`], so a restart resumes
+    /// after them; a later call before that commit replaces them, and [`Sink::abort`] drops them.
+    /// Default: ignored, for a sink that does not save positions (the source is then told where
+    /// to start by other means).
+    fn stage_positions(&mut self, positions: &[SourceOffset]) {
+        let _ = positions;
     }
 
-    /// Releases the sink's resources. The runtime commits or aborts the last batch first.
+    /// Commits the current batch: every record put since the last commit made durable, then the
+    /// staged positions saved (see [`Sink::stage_positions`]). With transactions, records and
+    /// positions become visible together or not at all. Without, this is [`Sink::flush`] (the
+    /// default), which may still be saving the positions when it returns.
+    async fn commit(&mut self) -> ConnectResult<()> {
+        self.flush().await
+    }
+
+    /// Aborts the current transaction: nothing put since [`Sink::begin`] becomes visible, and
+    /// staged positions are dropped. Default: nothing to do (no transactions).
+    async fn abort(&mut self) -> ConnectResult<()> {
+        Ok(())
+    }
+
+    /// Releases the sink's resources, once what it still writes in the background is written
+    /// (reporting its error). The runtime commits or aborts the last batch first.
     async fn close(&mut self) -> ConnectResult<()>;
 }

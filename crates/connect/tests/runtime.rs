@@ -1,6 +1,7 @@
 //! The runtime's contract, with in-memory connectors: positions never run ahead of durability,
 //! batches stay bounded, failures stop the runtime with the cause, shutdown drains, and a
-//! transactional sink's retriable failures are aborted, rewound and retried without a duplicate.
+//! transactional sink's retriable failures are aborted, rewound and retried without a duplicate,
+//! and a sink with only the seed's methods (`put`, `flush`, `close`) is committed through `flush`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,9 @@ struct Shared {
     closed: usize,
     aborts: usize,
     rewinds: usize,
+    /// Records made durable and flushes, of a [`FlushOnlySink`].
+    flushed: usize,
+    flushes: usize,
 }
 
 /// Records `0..end` over `partitions` partitions (offset = n / partitions); rewinds to the last
@@ -93,6 +97,8 @@ enum Failure {
 
 struct MemSink {
     uncommitted: Vec<SourceOffset>,
+    /// Positions staged for the next commit.
+    staged: Vec<SourceOffset>,
     transactional: bool,
     in_transaction: bool,
     failure: Failure,
@@ -118,7 +124,11 @@ impl Sink<(), u64> for MemSink {
             _ => Ok(()),
         }
     }
-    async fn commit(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
+    fn stage_positions(&mut self, positions: &[SourceOffset]) {
+        self.staged = positions.to_vec();
+    }
+    /// The commit too (`Sink::commit`'s default): records made durable, then the staged positions saved.
+    async fn flush(&mut self) -> ConnectResult<()> {
         self.commits += 1;
         if matches!(self.failure, Failure::PermanentAfter(n) if self.commits > n) {
             return Err(ConnectError::backend("topic t partition 0 offset 7", "broker said no"));
@@ -128,7 +138,7 @@ impl Sink<(), u64> for MemSink {
         for o in self.uncommitted.drain(..) {
             s.durable.entry(o.partition).or_default().push(o.offset);
         }
-        for p in positions {
+        for p in self.staged.drain(..) {
             let durable = s.durable.get(&p.partition).and_then(|v| v.last().copied()).unwrap_or(-1);
             if p.offset > durable {
                 s.violations.push(format!("saved {p:?} but durable only to {durable}"));
@@ -151,6 +161,7 @@ impl Sink<(), u64> for MemSink {
     async fn abort(&mut self) -> ConnectResult<()> {
         self.shared.lock().unwrap().aborts += 1;
         self.uncommitted.clear();
+        self.staged.clear();
         self.in_transaction = false;
         Ok(())
     }
@@ -167,6 +178,7 @@ fn setup(end: i64, transactional: bool, failure: Failure, config: RuntimeConfig)
     let source = MemSource { next: 0, acknowledged: 0, end, partitions: 3, shared: shared.clone() };
     let sink = MemSink {
         uncommitted: vec![],
+        staged: vec![],
         transactional,
         in_transaction: false,
         failure,
@@ -276,4 +288,48 @@ async fn pause_commits_and_stops_polling_until_resumed() {
     handle.shutdown();
     assert!(matches!(task.await.unwrap(), RuntimeState::Stopped));
     assert!(shared.lock().unwrap().violations.is_empty());
+}
+
+/// The seed's sink: only `put`, `flush` and `close`; every other method is the trait's default.
+struct FlushOnlySink {
+    unflushed: usize,
+    shared: Arc<Mutex<Shared>>,
+}
+
+#[async_trait]
+impl Sink<(), u64> for FlushOnlySink {
+    async fn put(&mut self, batch: Vec<ConnectRecord<(), u64>>) -> ConnectResult<()> {
+        self.unflushed += batch.len();
+        Ok(())
+    }
+    async fn flush(&mut self) -> ConnectResult<()> {
+        let mut s = self.shared.lock().unwrap();
+        s.peak_uncommitted = s.peak_uncommitted.max(self.unflushed);
+        s.flushed += std::mem::take(&mut self.unflushed);
+        s.flushes += 1;
+        Ok(())
+    }
+    async fn close(&mut self) -> ConnectResult<()> {
+        self.shared.lock().unwrap().closed += 1;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_sink_with_the_default_commit_is_flushed_once_per_batch() {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let source = MemSource { next: 0, acknowledged: 0, end: 30_000, partitions: 3, shared: shared.clone() };
+    let sink = FlushOnlySink { unflushed: 0, shared: shared.clone() };
+    let (rt, handle) = ConnectorRuntime::new(source, sink, small_batches());
+    let task = tokio::spawn(rt.run());
+    while shared.lock().unwrap().flushed < 30_000 && !task.is_finished() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    handle.shutdown();
+    assert!(matches!(task.await.unwrap(), RuntimeState::Stopped));
+    let s = shared.lock().unwrap();
+    assert_eq!(s.flushed, 30_000, "every record flushed by the default commit");
+    assert!(s.peak_uncommitted <= 1_000, "one flush per batch of at most 1,000: {}", s.peak_uncommitted);
+    assert!(s.flushes >= 30, "a flush per batch: {}", s.flushes);
+    assert_eq!(s.closed, 2);
 }

@@ -22,7 +22,7 @@ use crate::control::heartbeat::{ensure_heartbeats_topic, run_heartbeats};
 use crate::control::topic_configs::run_topic_config_sync;
 use crate::kafka::{classify_start, connect_error, control_producer, StartFailure};
 use crate::metrics::metrics;
-use crate::sink::TargetSink;
+use crate::sink::{SinkParams, TargetSink};
 use crate::slots::{slot_of, SlotEvent, SlotGroup};
 use crate::source::KafkaSource;
 use crate::watch::{run_watch, Committed};
@@ -395,7 +395,7 @@ async fn run_checkpoints(
 /// The sink first: it fences the slot's previous owner and reads the saved positions, from which
 /// the source starts.
 async fn start(flow: Arc<Flow>, slot: u32, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
-    let (sink, saved) = TargetSink::start(flow.clone(), slot).await?;
-    let source = KafkaSource::start(flow, slot, saved, committed, sink.topic_ids()).await?;
+    let mut sink = TargetSink::start(SinkParams { flow: flow.clone(), slot }).await?;
+    let source = KafkaSource::start(flow, slot, sink.take_saved_positions(), committed, sink.topic_ids()).await?;
     Ok((source, sink))
 }

@@ -165,7 +165,7 @@ impl SlotGroup {
     /// returned receiver gets the slots this instance is given and must give up. Errors: the
     /// target cannot be reached or the topic created (retriable by the caller); a
     /// [`ConnectError::Conflict`] when the topic has another slot count than the flow's and
-    /// [`resize`] cannot change it.
+    /// `resize` cannot change it.
     pub async fn join(flow: &Flow) -> ConnectResult<(Self, mpsc::UnboundedReceiver<SlotEvent>)> {
         let topic = flow.slots_topic();
         let what =

@@ -1,6 +1,6 @@
 //! Runs `testkit/java/Mm2Check.java`, a cross-check of Strait's MirrorMaker 2 records and topics
 //! against Apache Kafka's own MM2 classes (`connect-mirror`, `connect-mirror-client`), with the
-//! machine's JDK and the jars of [`kafka_libs`](crate::kafka_libs).
+//! machine's JDK and the jars of [`kafka_libs`].
 //!
 //! The tool is compiled once into `.cache/mm2check/` (again whenever the `.java` file is newer
 //! than its class). Its subcommands print one fact per line:

@@ -51,7 +51,7 @@ impl Acks {
     }
 }
 
-/// Appends each delivery report to [`Acks`].
+/// Appends each delivery report to the list the sink takes them from.
 pub struct AckContext {
     acks: Arc<Acks>,
 }
@@ -184,8 +184,8 @@ impl<M: Clone> ProduceService<M> {
     }
 
     /// Queues `record` described by `meta`. While librdkafka's queue is full, takes the acks
-    /// received and retries every [`QUEUE_FULL_RETRY`] (waiting for the oldest records' acks
-    /// once more than [`MAX_TRACKED`] are in flight), passing each acknowledged record to
+    /// received and retries every `QUEUE_FULL_RETRY` (waiting for the oldest records' acks
+    /// once more than `MAX_TRACKED` are in flight), passing each acknowledged record to
     /// `on_ack` in produce order. Errors: a final produce error (for this record or one whose ack
     /// arrived meanwhile).
     pub async fn send(

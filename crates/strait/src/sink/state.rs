@@ -1,6 +1,6 @@
 //! Where a batch's offset syncs and source positions are written, after its records.
 //!
-//! Exactly-once: into the slot's open transaction, with the records (see [`super::TargetSink`]).
+//! Exactly-once: into the slot's open transaction, with the records (`exactly_once.rs`).
 //! At-least-once: by a [`StateWriter`], in a transaction of the slot's own small transactional
 //! producer, so a fenced previous owner can never move them. It writes in a task of its own while
 //! the next batch is read and produced: a commit waits for its records' acks only, not for the
@@ -9,14 +9,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, Producer};
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
 use tokio::task::JoinHandle;
 
+use super::errors::{fenced, is_fenced};
+use super::in_flight::{describe, InFlight};
 use super::service::{DataProducer, Failed, ProduceService};
-use super::InFlight;
+use super::syncs::CompletedSyncs;
 use crate::config::Flow;
 use crate::kafka::{acked, enqueue, joined, ControlProducer};
 use crate::positions::POSITIONS_TOPIC;
@@ -30,46 +32,6 @@ const TRANSACTION_RETRY_MAX: Duration = Duration::from_secs(5);
 pub struct State {
     pub syncs: Vec<OffsetSync>,
     pub positions: Vec<(SourceOffset, Vec<u8>, Vec<u8>)>,
-}
-
-/// What failed to be written, for an error message: `flow <name> topic <t> partition <p> offset
-/// <o>` for a record, the sync or position otherwise.
-pub fn describe(flow: &Flow, syncs_topic: &str, what: InFlight) -> String {
-    let (name, target) = (&flow.name, &flow.target.alias);
-    match what {
-        InFlight::Record { topic, partition, upstream, bytes, .. } => format!(
-            "flow {name} topic {topic} partition {partition} offset {upstream}: record of {bytes} bytes could not be produced to {target}"
-        ),
-        InFlight::OffsetSync(s) => format!(
-            "flow {name}: offset sync {} partition {} {}->{} could not be written to {syncs_topic}",
-            s.topic, s.partition, s.upstream.0, s.downstream.0
-        ),
-        InFlight::Position(p) => format!(
-            "flow {name}: position of {} partition {} offset {} could not be saved to {POSITIONS_TOPIC}",
-            p.topic, p.partition, p.offset
-        ),
-        InFlight::OwnerProbe => {
-            format!("flow {name}: the state transaction proving this instance owns its slot failed on {target}")
-        }
-    }
-}
-
-/// Whether a producer's fatal error says another producer of its `transactional.id` fenced it.
-pub fn is_fenced(code: RDKafkaErrorCode) -> bool {
-    matches!(code, RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch)
-}
-
-/// The error of a slot whose transactional producer was fenced.
-pub fn fenced(flow: &Flow, slot: u32, reason: String) -> ConnectError {
-    ConnectError::fenced(
-        format!(
-            "flow {} slot {slot}: another instance took it over (transactional.id {}), or its transaction \
-             outlived transaction_timeout_ms and was aborted by the target",
-            flow.name,
-            flow.transactional_id(slot)
-        ),
-        reason,
-    )
 }
 
 /// Queues `syncs` (to `syncs_topic` on the target) and `positions` on `writer` and waits for
@@ -258,11 +220,15 @@ async fn write_to_source(
 pub struct StateTask {
     idle: Option<StateWriter>,
     busy: Option<JoinHandle<(StateWriter, ConnectResult<()>)>>,
+    /// The offset syncs of the write under way, once a caller drains them (`completed` is on).
+    writing: Vec<OffsetSync>,
+    /// Offset syncs whose state transaction committed.
+    completed: CompletedSyncs,
 }
 
 impl StateTask {
     pub fn new(writer: StateWriter) -> Self {
-        Self { idle: Some(writer), busy: None }
+        Self { idle: Some(writer), busy: None, writing: Vec::new(), completed: CompletedSyncs::default() }
     }
 
     /// The writer, once the write under way (if any) is done. Errors: that write's error.
@@ -270,7 +236,9 @@ impl StateTask {
         if let Some(task) = self.busy.take() {
             let (writer, written) = joined(task).await;
             self.idle = Some(writer);
+            let syncs = std::mem::take(&mut self.writing);
             written?;
+            self.completed.extend(syncs);
         }
         Ok(self.idle.as_mut().expect("an idle writer once no write is under way"))
     }
@@ -280,10 +248,19 @@ impl StateTask {
     pub async fn write_in_background(&mut self, state: State) -> ConnectResult<()> {
         self.ready().await?;
         let mut writer = self.idle.take().expect("ready leaves the writer idle");
+        if self.completed.is_on() {
+            self.writing = state.syncs.clone();
+        }
         self.busy = Some(tokio::spawn(async move {
             let written = writer.write(state).await;
             (writer, written)
         }));
         Ok(())
+    }
+
+    /// The offset syncs written since the last call ([`CompletedSyncs::drain`]); those of a write
+    /// under way come once it is known done (the next flush, or close).
+    pub fn drain_completed(&mut self) -> Vec<OffsetSync> {
+        self.completed.drain()
     }
 }

@@ -75,3 +75,59 @@ impl OffsetSyncWriter {
         self.pending.clear();
     }
 }
+
+/// Offset syncs written to their topic, kept for a caller that drains them
+/// (`TargetSink::drain_offset_syncs`): off until its first drain, so a sink nobody
+/// drains (`strait run`) keeps none; after it, they are held until the next drain.
+#[derive(Default)]
+pub struct CompletedSyncs {
+    kept: Option<Vec<OffsetSync>>,
+}
+
+impl CompletedSyncs {
+    /// Whether a caller drains them, so written syncs are kept.
+    pub fn is_on(&self) -> bool {
+        self.kept.is_some()
+    }
+
+    /// `syncs` were written: kept if a caller drains them.
+    pub fn extend(&mut self, syncs: impl IntoIterator<Item = OffsetSync>) {
+        if let Some(kept) = &mut self.kept {
+            kept.extend(syncs);
+        }
+    }
+
+    /// Every sync written since the last call, in write order (none at the first call, which
+    /// turns keeping on).
+    pub fn drain(&mut self) -> Vec<OffsetSync> {
+        std::mem::take(self.kept.get_or_insert_with(Vec::new))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strait_mm2::{DownstreamOffset, UpstreamOffset};
+
+    fn sync(upstream: i64) -> OffsetSync {
+        OffsetSync {
+            topic: "t".into(),
+            partition: 0,
+            upstream: UpstreamOffset(upstream),
+            downstream: DownstreamOffset(upstream),
+        }
+    }
+
+    #[test]
+    fn completed_syncs_are_kept_only_after_a_first_drain() {
+        let mut completed = CompletedSyncs::default();
+        completed.extend([sync(0), sync(1)]);
+        assert!(!completed.is_on());
+        assert!(completed.drain().is_empty(), "nothing kept before the first drain");
+        assert!(completed.is_on());
+        completed.extend([sync(2)]);
+        completed.extend([sync(3)]);
+        assert_eq!(completed.drain(), vec![sync(2), sync(3)], "kept in write order once drained");
+        assert!(completed.drain().is_empty(), "a drain clears them");
+    }
+}

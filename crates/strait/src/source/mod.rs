@@ -8,7 +8,7 @@
 //! Topics and partitions that appear are picked up at the next refresh (every
 //! `refresh_topics_interval_ms`), which also compares each topic's id (KIP-516) with the one its
 //! partitions were assigned under: a topic deleted and created again is copied from its log
-//! start ([`recreation`]).
+//! start (`recreation`).
 
 mod recreation;
 

@@ -1,5 +1,6 @@
-//! TargetSink used directly, as the connector runtime would: put, commit (records, then offset
-//! syncs and positions), abort and close, in both delivery modes.
+//! TargetSink used directly, as the connector runtime would: put, stage positions, commit
+//! (records, then offset syncs and positions), abort and close, in both delivery modes; and the
+//! offset syncs it hands to a caller that drains them.
 
 use std::sync::Arc;
 
@@ -7,11 +8,22 @@ use strait::admin::TopicId;
 use strait::config::Config;
 use strait::positions::{self, Saved};
 use strait::record::ReplicatedRecord;
-use strait::sink::TargetSink;
+use strait::sink::{SinkParams, TargetSink};
 use strait_connect::{ConnectError, ConnectRecord, Header, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
 
 use crate::support::*;
+
+/// The sink of slot 0 of `flow`.
+async fn start(flow: &Arc<strait::config::Flow>) -> Result<TargetSink, ConnectError> {
+    TargetSink::start(SinkParams { flow: flow.clone(), slot: 0 }).await
+}
+
+/// What the runtime does at the end of a batch: the positions staged, then the commit.
+async fn commit_at(sink: &mut TargetSink, positions: &[SourceOffset]) -> Result<(), ConnectError> {
+    sink.stage_positions(positions);
+    sink.commit().await
+}
 
 fn record(topic: &Arc<str>, offset: i64, value: Option<&str>) -> ConnectRecord<(), ReplicatedRecord> {
     ConnectRecord {
@@ -49,9 +61,11 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     let f = TopicFlow::new("sink", 1).await;
     let flow = sink_flow(&f, "offset_lag_max = 3");
     let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
-    let (mut sink, saved) = TargetSink::start(flow.clone(), 0).await.expect("sink starts against real brokers");
+    let mut sink = start(&flow).await.expect("sink starts against real brokers");
+    let saved = sink.take_saved_positions();
     assert!(!sink.supports_transactions(), "at-least-once sink");
     assert!(saved.is_empty(), "a new flow has no positions");
+    assert!(sink.drain_offset_syncs().is_empty(), "the first drain turns keeping on");
     // The source sets the id of the topic a position belongs to; the sink saves it with it.
     let id = TopicId("Dm5aXb3nQ9-tH9t1jq4b1Q".into());
     sink.topic_ids().set(&topic, id.clone());
@@ -59,12 +73,15 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     // Offsets 0..=9 with a record without payload at 5 (skipped, so upstream 6 follows a gap).
     let batch: Vec<_> = (0..10).map(|o| record(&topic, o, (o != 5).then_some("v"))).collect();
     sink.put(batch).await.unwrap();
-    sink.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 9 }]).await.unwrap();
+    commit_at(&mut sink, &[SourceOffset { topic: topic.clone(), partition: 0, offset: 9 }]).await.unwrap();
     // At-least-once, the offset syncs and positions are still being written: close waits for them.
     sink.close().await.unwrap();
     // MM2's rule with offset_lag_max 3: first record, lag reached at down 4, the gap at up 6,
     // and the last record promoted at commit.
     assert_eq!(written_syncs(&b, &src, &topic), vec![(0, 0), (4, 4), (6, 5), (9, 8)]);
+    let drained: Vec<(i64, i64)> = sink.drain_offset_syncs().iter().map(|s| (s.upstream.0, s.downstream.0)).collect();
+    assert_eq!(drained, vec![(0, 0), (4, 4), (6, 5), (9, 8)], "the drained syncs are those written");
+    assert!(sink.drain_offset_syncs().is_empty(), "a drain clears them");
 
     let remote = format!("{src}.{topic}");
     let on_target = read_all(&b, &remote, true).remove(&0).unwrap();
@@ -94,28 +111,30 @@ async fn an_at_least_once_zombie_cannot_overwrite_positions_or_offset_syncs() {
     let f = TopicFlow::new("alozombie", 1).await;
     let flow = sink_flow(&f, "offset_lag_max = 0");
     let topic = Arc::<str>::from(f.topic.as_str());
-    let (mut zombie, _) = TargetSink::start(flow.clone(), 0).await.expect("sink starts");
+    let mut zombie = start(&flow).await.expect("sink starts");
     zombie.put((0..3).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
-    zombie.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 2 }]).await.unwrap();
+    commit_at(&mut zombie, &[SourceOffset { topic: topic.clone(), partition: 0, offset: 2 }]).await.unwrap();
     // The state is written in the background; close waits for it (the zombie goes on regardless).
     zombie.close().await.unwrap();
 
-    let (mut owner, resumed) = TargetSink::start(flow.clone(), 0).await.expect("the slot's next owner starts");
+    let mut owner = start(&flow).await.expect("the slot's next owner starts");
+    let resumed = owner.take_saved_positions();
     assert_eq!(resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(3));
     zombie.put(vec![record(&topic, 3, Some("zombie"))]).await.unwrap();
     // Its record is written (at-least-once records are not transactional); its state is not, and
     // the failure is reported by the next commit or, here, close.
-    zombie.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 3 }]).await.unwrap();
+    commit_at(&mut zombie, &[SourceOffset { topic: topic.clone(), partition: 0, offset: 3 }]).await.unwrap();
     let fenced = zombie.close().await.expect_err("the old owner cannot save");
     assert!(matches!(fenced, ConnectError::Fenced { .. }), "{fenced}");
     let saved = positions::load(&flow.target, &flow.name).await.unwrap();
     assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(3), "the position did not move");
     assert_eq!(written_syncs(&f.b, &f.src, &f.topic), vec![(0, 0), (1, 1), (2, 2)], "no sync of the zombie");
     owner.put(vec![record(&topic, 3, Some("v"))]).await.unwrap();
-    owner.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 3 }]).await.unwrap();
+    commit_at(&mut owner, &[SourceOffset { topic: topic.clone(), partition: 0, offset: 3 }]).await.unwrap();
     owner.close().await.unwrap();
     let saved = positions::load(&flow.target, &flow.name).await.unwrap();
     assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(4), "the owner saves");
+    assert!(owner.drain_offset_syncs().is_empty(), "a sink never drained before kept no sync");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -123,8 +142,9 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     let f = TopicFlow::new("txsink", 1).await;
     let flow = sink_flow(&f, "offset_lag_max = 3\ndelivery = \"exactly_once\"");
     let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
-    let (mut sink, _) = TargetSink::start(flow.clone(), 0).await.expect("transactional sink starts");
+    let mut sink = start(&flow).await.expect("transactional sink starts");
     assert!(sink.supports_transactions());
+    assert!(sink.drain_offset_syncs().is_empty(), "the first drain turns keeping on");
 
     // A batch written and aborted: records, syncs and positions all invisible to read_committed.
     sink.begin().await.unwrap();
@@ -135,7 +155,7 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     // The same records again, committed.
     sink.begin().await.unwrap();
     sink.put((0..6).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
-    sink.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 5 }]).await.unwrap();
+    commit_at(&mut sink, &[SourceOffset { topic: topic.clone(), partition: 0, offset: 5 }]).await.unwrap();
 
     let remote = format!("{src}.{topic}");
     let on_target = read_all(&b, &remote, true).remove(&0).unwrap();
@@ -146,11 +166,14 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     let downstream: Vec<i64> = on_target.iter().map(|(o, _)| *o).collect();
     assert_eq!(downstream, (7..13).collect::<Vec<i64>>());
     assert_eq!(written_syncs(&b, &src, &topic), vec![(0, 7), (4, 11), (5, 12)], "only the committed batch's syncs");
+    let drained: Vec<(i64, i64)> = sink.drain_offset_syncs().iter().map(|s| (s.upstream.0, s.downstream.0)).collect();
+    assert_eq!(drained, vec![(0, 7), (4, 11), (5, 12)], "the drained syncs are the committed ones");
     let saved = positions::load(&flow.target, &flow.name).await.unwrap();
     assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(6));
 
     // A second sink of the same flow fences the first, which then fails saying so.
-    let (mut second, resumed) = TargetSink::start(flow.clone(), 0).await.expect("second instance starts");
+    let mut second = start(&flow).await.expect("second instance starts");
+    let resumed = second.take_saved_positions();
     assert_eq!(
         resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset),
         Some(6),
@@ -159,7 +182,7 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     let fenced = async {
         sink.begin().await?;
         sink.put(vec![record(&topic, 6, Some("zombie"))]).await?;
-        sink.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 6 }]).await
+        commit_at(&mut sink, &[SourceOffset { topic: topic.clone(), partition: 0, offset: 6 }]).await
     }
     .await
     .expect_err("the fenced instance cannot commit");
@@ -181,11 +204,11 @@ async fn positions_behind_another_writers_open_transaction_are_read_once_it_ends
     let f = TopicFlow::new("lso", 1).await;
     let flow = sink_flow(&f, "delivery = \"exactly_once\"");
     let (b, topic) = (f.b.clone(), Arc::<str>::from(f.topic.as_str()));
-    let (mut sink, _) = TargetSink::start(flow.clone(), 0).await.expect("transactional sink starts");
+    let mut sink = start(&flow).await.expect("transactional sink starts");
     let position = |offset| [SourceOffset { topic: topic.clone(), partition: 0, offset }];
     sink.begin().await.unwrap();
     sink.put((0..3).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
-    sink.commit(&position(2)).await.unwrap();
+    commit_at(&mut sink, &position(2)).await.unwrap();
 
     // Another flow writing to the same target leaves a transaction open on the positions topic...
     let other: BaseProducer = ClientConfig::new()
@@ -200,7 +223,7 @@ async fn positions_behind_another_writers_open_transaction_are_read_once_it_ends
     // ...while this flow commits its next batch, whose position lies after the open transaction.
     sink.begin().await.unwrap();
     sink.put((3..6).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
-    sink.commit(&position(5)).await.unwrap();
+    commit_at(&mut sink, &position(5)).await.unwrap();
     let aborter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(3));
         other.abort_transaction(Duration::from_secs(30)).unwrap();
@@ -215,4 +238,66 @@ async fn positions_behind_another_writers_open_transaction_are_read_once_it_ends
     assert!(started.elapsed() >= Duration::from_secs(2), "read waited for the open transaction to end");
     aborter.join().unwrap();
     sink.close().await.unwrap();
+}
+
+/// `crates/strait/examples/replicate.rs`, built next to this test binary by `cargo test`.
+fn example_binary(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // <target>/debug/deps/e2e-<hash> → <target>/debug/examples/<name>
+    exe.parent().and_then(|deps| deps.parent()).expect("target directory").join("examples").join(name)
+}
+
+/// The library contract alone (TargetSink::start, the Sink methods, drain_offset_syncs, a
+/// KafkaSource) replicates a topic between the two clusters: the example copies every record, in
+/// order per partition, and a second run resumes after them instead of copying them again.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_replicate_example_copies_a_topic_through_the_spi_alone() {
+    let f = TopicFlow::new("spiexample", 3).await;
+    let records = |range: std::ops::Range<i32>| -> Vec<Rec> {
+        range
+            .map(|i| Rec {
+                partition: i % 3,
+                key: Some(format!("k{i}").into_bytes()),
+                value: Some(format!("v{i}").into_bytes()),
+                headers: vec![],
+                timestamp: 1_700_000_000_000 + i64::from(i),
+            })
+            .collect()
+    };
+    let run = |wanted: usize| {
+        let bin = example_binary("replicate");
+        let args = [f.src.clone(), f.a.clone(), f.dst.clone(), f.b.clone(), f.topic.clone(), wanted.to_string()];
+        tokio::task::spawn_blocking(move || {
+            let out = std::process::Command::new(&bin)
+                .args(&args)
+                .output()
+                .unwrap_or_else(|e| panic!("run {}: {e}", bin.display()));
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            assert!(out.status.success(), "example failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+            stdout
+        })
+    };
+    // Each partition of the target holds exactly the values of `0..end`'s records, in order.
+    let check = |end: i32| {
+        let on_target = read_all(&f.b, &f.remote, false);
+        for p in 0..3 {
+            let values: Vec<Vec<u8>> = on_target[&p].iter().map(|(_, r)| r.value.clone().unwrap()).collect();
+            let expected: Vec<Vec<u8>> =
+                records(0..end).into_iter().filter(|r| r.partition == p).map(|r| r.value.unwrap()).collect();
+            assert_eq!(values, expected, "partition {p}: every record once, in order");
+        }
+    };
+
+    produce(&f.a, &f.topic, &records(0..600)).await;
+    let stdout = run(600).await.unwrap();
+    assert!(stdout.contains("copied 600 records"), "{stdout}");
+    check(600);
+    assert!(!written_syncs(&f.b, &f.src, &f.topic).is_empty(), "offset syncs written");
+    assert!(!stdout.contains(" 0 offset syncs"), "the example drained the syncs it wrote: {stdout}");
+
+    // A second run resumes at the saved positions: it copies the 150 new records only.
+    produce(&f.a, &f.topic, &records(600..750)).await;
+    let stdout = run(150).await.unwrap();
+    assert!(stdout.contains("copied 150 records"), "{stdout}");
+    check(750);
 }

@@ -1,0 +1,219 @@
+//! At-least-once delivery (MM2's default): records go through the idempotent, gap-less record
+//! producer; a batch's offset syncs and positions through the slot's own small transactional
+//! producer, written in the background while the next batch is produced ([`super::state`]).
+//! Here too: a partition's first record travels alone, a slot proves it is still this instance's
+//! after a stall, and a failed record saves the positions of those written before it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strait_connect::{ConnectError, ConnectResult, SourceOffset};
+use strait_mm2::OffsetSync;
+
+use super::errors::Retry;
+use super::in_flight::InFlight;
+use super::producers::{producer_service, COMMIT_FLUSH_TIMEOUT, STATE_SETTINGS, STATE_TRANSACTION_TIMEOUT};
+use super::service::Failed;
+use super::state::{State, StateTask, StateWriter};
+use super::writer::Writer;
+use crate::config::{ClusterConfig, Flow, SyncsLocation};
+use crate::kafka::control_producer;
+
+/// How long a failed flow waits for the outcome of the records sent after the failed one, before
+/// saving the positions of those written.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The at-least-once mode's state.
+pub struct AtLeastOnce {
+    /// The slot's writer of offset syncs and positions.
+    state: StateTask,
+    /// A gap between two calls of the data path longer than this (half the slot group's session
+    /// timeout) may be a pause (SIGSTOP, a GC or VM pause, a frozen container) long enough for
+    /// the group to have moved the slot: its heartbeats stopped with the process.
+    stall_bound: Duration,
+    /// When `put` or `flush` last returned, or the sink started.
+    last_call: Instant,
+    /// A `put` or `flush` took longer than `stall_bound`, or began that long after the last one
+    /// returned (the instance may have been paused): the next `put` proves the slot is still
+    /// this instance's.
+    must_prove: bool,
+    /// Source partitions whose first record from this producer is in flight, not yet
+    /// acknowledged. Their next record waits for it (see [`Self::first_record_alone`]).
+    unproven: HashSet<(Arc<str>, i32)>,
+}
+
+impl AtLeastOnce {
+    /// Starts the slot's state producer (`init_transactions` fences the slot's previous owner),
+    /// and for offset syncs kept on the source cluster (`syncs_cluster`), a producer there.
+    /// Errors: as [`producer_service`]; a producer that cannot be created.
+    pub async fn start(
+        flow: &Arc<Flow>,
+        slot: u32,
+        syncs_cluster: &ClusterConfig,
+        syncs_topic: &str,
+    ) -> ConnectResult<Self> {
+        let service = producer_service(flow, slot, Some(STATE_TRANSACTION_TIMEOUT), STATE_SETTINGS).await?;
+        let source_syncs = match flow.offset_syncs_location {
+            SyncsLocation::Target => None,
+            SyncsLocation::Source => Some(
+                control_producer(syncs_cluster)
+                    .map_err(|e| ConnectError::backend("offset-syncs producer for the source", e))?,
+            ),
+        };
+        let writer = StateWriter::new(
+            service,
+            source_syncs,
+            flow.clone(),
+            slot,
+            syncs_topic.to_owned(),
+            STATE_TRANSACTION_TIMEOUT,
+        );
+        Ok(Self {
+            state: StateTask::new(writer),
+            stall_bound: flow.session_timeout / 2,
+            last_call: Instant::now(),
+            must_prove: false,
+            unproven: HashSet::new(),
+        })
+    }
+
+    /// Marks the sink's start as the last call, once it read its positions (which can wait
+    /// for other writers' open transactions): a stall is measured from there.
+    pub fn started(&mut self) {
+        self.last_call = Instant::now();
+    }
+
+    /// Notes that a `put` or `flush` begins, returning when: a flush too can be the first call
+    /// after a pause (its batch began before it), and the put after it must still prove.
+    pub fn entered(&mut self) -> Instant {
+        self.must_prove |= self.last_call.elapsed() > self.stall_bound;
+        Instant::now()
+    }
+
+    /// Notes that a `put` or `flush` that began at `started` returned.
+    pub fn returned(&mut self, started: Instant) {
+        self.must_prove |= started.elapsed() > self.stall_bound;
+        self.last_call = Instant::now();
+    }
+
+    /// After a gap since the last `put` or `flush` longer than the stall bound, or such a call
+    /// that took longer: proves the slot is still this instance's before anything more is
+    /// produced, so an instance that wakes from a pause after another took its slot over stops
+    /// with [`ConnectError::Fenced`] instead of copying everything that arrived meanwhile again.
+    /// (Exactly-once needs no proof: a fenced producer's transaction never commits.) Only the
+    /// batches in flight when the pause began can then be written twice. An idle flow proves it
+    /// once, at its next record; a slow commit, at the put after it.
+    pub async fn prove_owner_after_a_stall(&mut self, flow: &Flow, slot: u32) -> ConnectResult<()> {
+        if !self.must_prove {
+            return Ok(());
+        }
+        tracing::debug!(
+            flow = %flow.name, slot,
+            "a gap of more than half the session timeout (idle, slow, or this instance was paused): checking that the slot is still this instance's before producing more"
+        );
+        self.state.ready().await?.prove_owner().await?;
+        self.must_prove = false;
+        Ok(())
+    }
+
+    /// A partition's first record from this producer travels alone: before another record of
+    /// `topic`/`partition` is sent while its first is in flight, every record in flight is
+    /// awaited. The broker takes any sequence number as a producer's first in a partition, so
+    /// were that record refused (too large, say), a batch sent behind it would still be written
+    /// — ahead of it, and again at every restart, its position never saved. Once one record is
+    /// written, the broker refuses what follows a refused batch (out of sequence), and the
+    /// gap-less producer stops. Returns whether the record about to be sent is still the
+    /// partition's first. Errors: a record in flight that failed.
+    pub async fn first_record_alone(
+        &mut self,
+        w: &mut Writer,
+        topic: &Arc<str>,
+        partition: i32,
+    ) -> Result<bool, Failed<InFlight>> {
+        let key = (topic.clone(), partition);
+        if self.unproven.contains(&key) {
+            w.service.flush(COMMIT_FLUSH_TIMEOUT).await;
+            w.await_acks().await?;
+            // Every first record in flight is now written.
+            self.unproven.clear();
+            if w.syncs.last_downstream(topic, partition).is_some() {
+                return Ok(false);
+            }
+        }
+        self.unproven.insert(key);
+        Ok(true)
+    }
+
+    /// [`strait_connect::Sink::flush`] (and commit): every ack awaited, then the batch's offset
+    /// syncs and `positions` written by the state task in the background; the next flush, or
+    /// close, waits for it and returns its error.
+    pub async fn flush(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
+        w.service.flush(COMMIT_FLUSH_TIMEOUT).await;
+        if let Err(failed) = w.await_acks().await {
+            return Err(self.stop_on(w, failed).await);
+        }
+        let syncs = w.take_syncs();
+        let positions = w.position_records(positions);
+        self.state.write_in_background(State { syncs, positions }).await
+    }
+
+    /// The error for a record that could not be written. The positions of every record
+    /// acknowledged, in every partition, are saved first, by the state producer (the data
+    /// producer may have stopped for good); see [`Self::count_written_in_flight`]. So a restart
+    /// replays only from the failed record on. A failure to save them is logged; the records are
+    /// then replayed, not lost.
+    pub async fn stop_on(&mut self, w: &mut Writer, failed: Failed<InFlight>) -> ConnectError {
+        self.count_written_in_flight(w, &failed.0).await;
+        let acknowledged: Vec<_> = (w.syncs.acknowledged())
+            .map(|(topic, partition, offset)| SourceOffset { topic: topic.clone(), partition, offset })
+            .collect();
+        let positions = w.position_records(&acknowledged);
+        let partitions = positions.len();
+        let saved = match self.state.ready().await {
+            Ok(writer) => writer.write(State { syncs: Vec::new(), positions }).await,
+            Err(e) => Err(e),
+        };
+        match saved {
+            Ok(()) => {
+                tracing::info!(flow = %w.flow.name, partitions, "saved the positions of the records written before the failure")
+            }
+            Err(e) => {
+                tracing::error!(flow = %w.flow.name, error = %e, "positions of the records written before the failure could not be saved; they will be written again at restart")
+            }
+        }
+        w.produce_error(failed, Retry::Never)
+    }
+
+    /// Records sent around the `failed` one may have been written (other partitions, and its
+    /// own before it), their acks still to come: waits up to [`SETTLE_TIMEOUT`] for the outcome
+    /// of every record in flight and counts each acknowledged one, so a restart does not write it
+    /// again. A partition stops counting at its first record without an ack, and the failed
+    /// record's partition at the failed record, so no position passes an unwritten record.
+    async fn count_written_in_flight(&mut self, w: &mut Writer, failed: &InFlight) {
+        let mut stopped: HashSet<(Arc<str>, i32)> = HashSet::new();
+        for (r, downstream) in w.service.settle(SETTLE_TIMEOUT).await {
+            if let InFlight::Record { topic, partition, upstream, .. } = &r {
+                let key = (topic.clone(), *partition);
+                let from_failed = matches!(failed, InFlight::Record { topic: t, partition: p, upstream: u, .. }
+                    if t == topic && p == partition && u <= upstream);
+                match downstream {
+                    Some(d) if !from_failed && !stopped.contains(&key) => w.acked(r, d),
+                    _ => {
+                        stopped.insert(key);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The offset syncs written since the last call (for `TargetSink::drain_offset_syncs`).
+    pub fn drain_offset_syncs(&mut self) -> Vec<OffsetSync> {
+        self.state.drain_completed()
+    }
+
+    /// Waits for the state still being written. Errors: that write's error.
+    pub async fn close(&mut self) -> ConnectResult<()> {
+        self.state.ready().await.map(|_| ())
+    }
+}

@@ -1,0 +1,72 @@
+//! The delivery mode as a type (after Arroyo's `ConsistencyMode`): each variant owns the state
+//! only its mode has, so "are we transactional?" is a `match`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use strait_connect::{ConnectError, ConnectResult};
+
+use super::at_least_once::AtLeastOnce;
+use super::exactly_once::ExactlyOnce;
+use super::in_flight::InFlight;
+use super::service::Failed;
+use super::writer::Writer;
+use crate::config::{ClusterConfig, Delivery, Flow};
+
+/// How the sink makes a batch durable: the flow's `delivery`.
+pub enum Mode {
+    /// Records by the gap-less idempotent producer; offset syncs and positions by the slot's state
+    /// producer, after them ([`AtLeastOnce`]; boxed, being the larger).
+    AtLeastOnce(Box<AtLeastOnce>),
+    /// One transaction per batch holding records, offset syncs and positions ([`ExactlyOnce`]).
+    ExactlyOnce(ExactlyOnce),
+}
+
+impl Mode {
+    /// The mode of `flow`'s `slot`, started (see [`AtLeastOnce::start`]), for a record producer
+    /// already started. Errors: as [`AtLeastOnce::start`].
+    pub async fn start(
+        flow: &Arc<Flow>,
+        slot: u32,
+        syncs_cluster: &ClusterConfig,
+        syncs_topic: &str,
+    ) -> ConnectResult<Self> {
+        Ok(match flow.delivery {
+            Delivery::AtLeastOnce => {
+                Self::AtLeastOnce(Box::new(AtLeastOnce::start(flow, slot, syncs_cluster, syncs_topic).await?))
+            }
+            Delivery::ExactlyOnce { transaction_timeout } => Self::ExactlyOnce(ExactlyOnce::new(transaction_timeout)),
+        })
+    }
+
+    /// Marks the end of the sink's start ([`AtLeastOnce::started`]).
+    pub fn started(&mut self) {
+        if let Self::AtLeastOnce(alo) = self {
+            alo.started();
+        }
+    }
+
+    /// Notes that a `put` or `flush` begins ([`AtLeastOnce::entered`]), returning when.
+    pub fn entered(&mut self) -> Instant {
+        match self {
+            Self::AtLeastOnce(alo) => alo.entered(),
+            Self::ExactlyOnce(_) => Instant::now(),
+        }
+    }
+
+    /// Notes that a `put` or `flush` that began at `started` returned ([`AtLeastOnce::returned`]).
+    pub fn returned(&mut self, started: Instant) {
+        if let Self::AtLeastOnce(alo) = self {
+            alo.returned(started);
+        }
+    }
+
+    /// The error for a record, sync or position that could not be written; at-least-once saves
+    /// the positions of the records written before it first ([`AtLeastOnce::stop_on`]).
+    pub async fn stop_on(&mut self, w: &mut Writer, failed: Failed<InFlight>) -> ConnectError {
+        match self {
+            Self::AtLeastOnce(alo) => alo.stop_on(w, failed).await,
+            Self::ExactlyOnce(eos) => w.produce_error(failed, eos.retry()),
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! The slot's producers on the target and their settings: the record producer of both modes
+//! (transactional in exactly-once mode) and, in at-least-once mode, the small transactional
+//! producer of offset syncs and positions.
+
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::Producer;
+use strait_connect::{ConnectError, ConnectResult};
+
+use super::in_flight::InFlight;
+use super::service::ProduceService;
+use crate::admin::LARGEST_BATCH_BYTES;
+use crate::config::Flow;
+
+/// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
+/// duplicates across retries; CreateTime timestamps are set per record.
+pub const PRODUCER_SETTINGS: &[(&str, &str)] = &[
+    ("enable.idempotence", "true"),
+    ("acks", "all"),
+    ("linger.ms", "5"),
+    ("batch.size", BATCH_BYTES),
+    ("compression.type", "none"),
+    // librdkafka's default (1,000,000) is below the broker's (1,048,588); let the target topic's
+    // max.message.bytes decide, as for any Kafka client.
+    ("message.max.bytes", LARGEST_BATCH_BYTES),
+];
+
+/// librdkafka's `batch.size` for records (bytes): a batch holds records of one partition up to it.
+pub const BATCH_BYTES: &str = "1000000";
+
+/// librdkafka's `queue.buffering.max.kbytes` of a flow's record producer (8 MiB), split between
+/// its slots. It bounds the records held between put and ack, whatever the batch size: a full
+/// queue holds the next record back until acks make room.
+pub const PRODUCER_QUEUE_KBYTES: usize = 8_192;
+
+/// Added in at-least-once mode.
+pub const AT_LEAST_ONCE_SETTINGS: &[(&str, &str)] = &[
+    // A batch that fails for good (say, too large for the target) stops the producer instead of
+    // letting later batches of the partition through: no gap, no reordering on the target.
+    // (Transactions get the same from aborting the batch.)
+    ("enable.gapless.guarantee", "true"),
+    ("message.timeout.ms", "300000"),
+];
+
+/// `transaction.timeout.ms` of the at-least-once state producer, whose transactions hold only a
+/// batch's offset syncs and positions.
+pub const STATE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Added for the at-least-once state producer: its few records are awaited at once, so waiting
+/// `linger.ms` for more would only lengthen each commit, when no record is read.
+pub const STATE_SETTINGS: &[(&str, &str)] = &[("linger.ms", "0")];
+
+/// How long a flush lets librdkafka send lingering records at once (see
+/// [`ProduceService::flush`]) before it simply waits for their acks.
+pub const COMMIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A producer of `slot` of the flow; transactional (`strait-<source>-><target>/slot-<n>`) when
+/// `transaction_timeout` is given, with `init_transactions` done, which fences the slot's previous
+/// owner and completes its open transaction. Without, the at-least-once record producer.
+/// Errors: the producer cannot be created; transactions the target refuses (a
+/// [`ConnectError::Transaction`]), or cannot initialise yet (a [`ConnectError::Retriable`]).
+pub async fn producer_service(
+    flow: &Flow,
+    slot: u32,
+    transaction_timeout: Option<Duration>,
+    extra: &[(&str, &str)],
+) -> ConnectResult<ProduceService<InFlight>> {
+    let timeout_ms = transaction_timeout.map(|t| t.as_millis().to_string());
+    let transactional_id = flow.transactional_id(slot);
+    // The queue is split between the flow's slots (see `Flow::slot_share`).
+    let queue_kbytes = flow.slot_share(PRODUCER_QUEUE_KBYTES, 2_048).to_string();
+    let mut settings = PRODUCER_SETTINGS.to_vec();
+    settings.push(("queue.buffering.max.kbytes", &queue_kbytes));
+    match &timeout_ms {
+        None => settings.extend_from_slice(AT_LEAST_ONCE_SETTINGS),
+        Some(ms) => settings.extend_from_slice(&[
+            ("transactional.id", transactional_id.as_str()),
+            ("transaction.timeout.ms", ms.as_str()),
+            // librdkafka requires message.timeout.ms <= transaction.timeout.ms.
+            ("message.timeout.ms", ms.as_str()),
+        ]),
+    }
+    settings.extend_from_slice(extra);
+    let service = ProduceService::new(&flow.target, &settings)
+        .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
+    if let Some(timeout) = transaction_timeout {
+        service.transaction(move |p| p.init_transactions(timeout)).await.map_err(|e| {
+            let context = format!("init transactions of {transactional_id} on {}", flow.target.alias);
+            // A refusal (say, a timeout above the broker's transaction.max.timeout.ms) will
+            // not change by retrying; an unreachable target will.
+            match &e {
+                KafkaError::Transaction(t) if !t.is_retriable() && t.code() != RDKafkaErrorCode::OperationTimedOut => {
+                    ConnectError::transaction(context, e)
+                }
+                _ => ConnectError::retriable(context, e),
+            }
+        })?;
+        tracing::info!(flow = %flow.name, transactional_id, "transactions initialised; the slot's previous owner is fenced");
+    }
+    Ok(service)
+}
