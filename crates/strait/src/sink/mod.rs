@@ -25,8 +25,7 @@ use strait_mm2::OffsetSync;
 use crate::admin::{Admin, LARGEST_BATCH_BYTES};
 use crate::config::{Delivery, Flow, SyncsLocation};
 use crate::kafka::{cluster_id, connect_error, control_producer};
-use crate::mm2_offsets;
-use crate::positions::{self, Positions, TopicIds, POSITIONS_TOPIC};
+use crate::positions::{self, TopicIds, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
 use loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use service::ProduceService;
@@ -216,13 +215,13 @@ pub struct TargetSink {
 }
 
 impl TargetSink {
-    /// Connects the target producers of `slot`, learns both cluster ids, ensures the positions
-    /// and offset-syncs topics (one partition, compacted) and returns the sink with the flow's
-    /// saved positions, from which the source starts. The slot's transactional producer's
-    /// `init_transactions` runs first: it fences the slot's previous owner and completes its open
-    /// transaction, so the positions read next (`read_committed`) are the last committed ones.
+    /// Connects the target producers of `slot`, learns both cluster ids and ensures the positions
+    /// and offset-syncs topics (one partition, compacted). The slot's transactional producer's
+    /// `init_transactions` runs in it: it fences the slot's previous owner and completes its open
+    /// transaction, so the positions read after it returns (`read_committed`,
+    /// [`crate::resume::load::stored`]) are the last committed ones.
     /// Errors: a backend error if a cluster cannot be reached or a topic created or read.
-    pub async fn start(flow: Arc<Flow>, slot: u32) -> ConnectResult<(Self, Positions)> {
+    pub async fn start(flow: Arc<Flow>, slot: u32) -> ConnectResult<Self> {
         let target_id = cluster_id(&flow.target).await?;
         let source_id = cluster_id(&flow.source).await?;
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
@@ -260,24 +259,7 @@ impl TargetSink {
             }
             Some(_) => None,
         };
-        let saved = positions::load(&flow.target, &flow.name)
-            .await
-            .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
-        let mut saved = topics::forget_positions_lost_on_target(&flow, saved).await?;
-        let from_mm2 = mm2_offsets::load(&flow).await.map_err(|e| {
-            ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic, flow.target.alias), e)
-        })?;
-        let before = saved.len();
-        for (partition, position) in from_mm2 {
-            saved.entry(partition).or_insert(position);
-        }
-        if saved.len() > before {
-            tracing::info!(
-                flow = %flow.name, topic = %flow.mm2_offsets_topic, partitions = saved.len() - before,
-                "resuming source partitions Strait has no position for where MirrorMaker 2 stopped"
-            );
-        }
-        let sink = Self {
+        Ok(Self {
             router: TopicRouter::new(flow.clone())?,
             guard: LoopGuard::new(source_id, target_id),
             syncs: OffsetSyncWriter::new(flow.offset_lag_max),
@@ -298,8 +280,7 @@ impl TargetSink {
             state,
             loop_drops: 0,
             zero_timestamps: HashMap::new(),
-        };
-        Ok((sink, saved))
+        })
     }
 
     /// The source topic ids this sink saves with positions: the source of the same slot sets them

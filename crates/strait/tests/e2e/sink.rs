@@ -7,6 +7,7 @@ use strait::admin::TopicId;
 use strait::config::Config;
 use strait::positions::{self, Saved};
 use strait::record::ReplicatedRecord;
+use strait::resume::load::stored;
 use strait::sink::TargetSink;
 use strait_connect::{ConnectError, ConnectRecord, Header, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
@@ -49,8 +50,9 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     let f = TopicFlow::new("sink", 1).await;
     let flow = sink_flow(&f, "offset_lag_max = 3");
     let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
-    let (mut sink, saved) = TargetSink::start(flow.clone(), 0).await.expect("sink starts against real brokers");
+    let mut sink = TargetSink::start(flow.clone(), 0).await.expect("sink starts against real brokers");
     assert!(!sink.supports_transactions(), "at-least-once sink");
+    let saved = stored(&flow).await.expect("positions read after the sink started").strait;
     assert!(saved.is_empty(), "a new flow has no positions");
     // The source sets the id of the topic a position belongs to; the sink saves it with it.
     let id = TopicId("Dm5aXb3nQ9-tH9t1jq4b1Q".into());
@@ -94,13 +96,14 @@ async fn an_at_least_once_zombie_cannot_overwrite_positions_or_offset_syncs() {
     let f = TopicFlow::new("alozombie", 1).await;
     let flow = sink_flow(&f, "offset_lag_max = 0");
     let topic = Arc::<str>::from(f.topic.as_str());
-    let (mut zombie, _) = TargetSink::start(flow.clone(), 0).await.expect("sink starts");
+    let mut zombie = TargetSink::start(flow.clone(), 0).await.expect("sink starts");
     zombie.put((0..3).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
     zombie.commit(&[SourceOffset { topic: topic.clone(), partition: 0, offset: 2 }]).await.unwrap();
     // The state is written in the background; close waits for it (the zombie goes on regardless).
     zombie.close().await.unwrap();
 
-    let (mut owner, resumed) = TargetSink::start(flow.clone(), 0).await.expect("the slot's next owner starts");
+    let mut owner = TargetSink::start(flow.clone(), 0).await.expect("the slot's next owner starts");
+    let resumed = stored(&flow).await.expect("positions read after the owner started").strait;
     assert_eq!(resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(3));
     zombie.put(vec![record(&topic, 3, Some("zombie"))]).await.unwrap();
     // Its record is written (at-least-once records are not transactional); its state is not, and
@@ -123,7 +126,7 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     let f = TopicFlow::new("txsink", 1).await;
     let flow = sink_flow(&f, "offset_lag_max = 3\ndelivery = \"exactly_once\"");
     let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
-    let (mut sink, _) = TargetSink::start(flow.clone(), 0).await.expect("transactional sink starts");
+    let mut sink = TargetSink::start(flow.clone(), 0).await.expect("transactional sink starts");
     assert!(sink.supports_transactions());
 
     // A batch written and aborted: records, syncs and positions all invisible to read_committed.
@@ -150,7 +153,8 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(6));
 
     // A second sink of the same flow fences the first, which then fails saying so.
-    let (mut second, resumed) = TargetSink::start(flow.clone(), 0).await.expect("second instance starts");
+    let mut second = TargetSink::start(flow.clone(), 0).await.expect("second instance starts");
+    let resumed = stored(&flow).await.expect("positions read after the second instance started").strait;
     assert_eq!(
         resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset),
         Some(6),
@@ -181,7 +185,7 @@ async fn positions_behind_another_writers_open_transaction_are_read_once_it_ends
     let f = TopicFlow::new("lso", 1).await;
     let flow = sink_flow(&f, "delivery = \"exactly_once\"");
     let (b, topic) = (f.b.clone(), Arc::<str>::from(f.topic.as_str()));
-    let (mut sink, _) = TargetSink::start(flow.clone(), 0).await.expect("transactional sink starts");
+    let mut sink = TargetSink::start(flow.clone(), 0).await.expect("transactional sink starts");
     let position = |offset| [SourceOffset { topic: topic.clone(), partition: 0, offset }];
     sink.begin().await.unwrap();
     sink.put((0..3).map(|o| record(&topic, o, Some("v"))).collect()).await.unwrap();
