@@ -87,7 +87,9 @@ pub struct Read {
 /// A record whose timestamp is compared with the one saved with the position after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TimestampCheck {
+    /// The source topic.
     pub topic: String,
+    /// The source partition.
     pub partition: i32,
     /// The offset of the record: the saved `next_offset - 1`.
     pub offset: i64,
@@ -120,7 +122,9 @@ pub enum Start {
 /// Records deleted on the source before they were replicated: a saved position below the log start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gap {
+    /// The source topic.
     pub topic: String,
+    /// The source partition.
     pub partition: i32,
     /// The saved next offset.
     pub saved: i64,
@@ -159,6 +163,7 @@ pub enum Event {
 pub struct Plan {
     /// Each partition's start, in the order given.
     pub starts: Vec<(Partition, Start)>,
+    /// What to log and count, in order ([`crate::source`] logs it).
     pub report: Vec<Event>,
     /// `on_source_gap = "fail"` and a gap: the flow stops instead of assigning (the first gap;
     /// every gap is in the report).

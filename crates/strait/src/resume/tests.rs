@@ -117,7 +117,7 @@ fn rows() -> Vec<Row> {
             fresh: vec![orders(0), orders(2)],
             watermark_reads: vec![orders(0)],
             starts: vec![Start::At(5), Start::LogStart],
-            ..row("latest: a partition of a topic with positions starts at the log start (discovery)")
+            ..row("latest: a new partition of a topic with positions starts at the log start (selection::start_from_latest)")
         },
         Row {
             rules: LATEST,

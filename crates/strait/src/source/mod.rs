@@ -3,13 +3,13 @@
 //!
 //! Manual assignment (no consumer group, nothing written to the source), `read_committed` so
 //! aborted transactions never reach the target, each partition read where [`crate::resume`]
-//! decides from the positions stored on the target and what the source says ([`assign`]). It
+//! decides from the positions stored on the target and what the source says (`assign`). It
 //! saves nothing itself: a start with no record to carry it (`start_from = "latest"`) is handed
 //! to the runtime to save ([`Source::positions_without_records`]).
 //! Topics and partitions that appear are picked up at the next refresh (every
 //! `refresh_topics_interval_ms`), which also compares each topic's id (KIP-516) with the one its
 //! partitions were assigned under: a topic deleted and created again is copied from its log
-//! start ([`recreation`]).
+//! start (`recreation`).
 
 mod assign;
 mod records;
