@@ -224,11 +224,16 @@ where
                     timeout,
                 )
                 .await?;
+            let starts = self.source.positions_without_records();
+            if (!records.is_empty() || !starts.is_empty()) && batch.started.is_none() {
+                batch.started = Some(Instant::now());
+                self.sink.begin().await?;
+            }
+            for so in starts {
+                // A record of the partition already in the batch is further on.
+                batch.positions.entry((so.topic, so.partition)).or_insert(so.offset);
+            }
             if !records.is_empty() {
-                if batch.started.is_none() {
-                    batch.started = Some(Instant::now());
-                    self.sink.begin().await?;
-                }
                 // Records of a partition come in offset order: only the last one per run matters.
                 let mut last: Option<&SourceOffset> = None;
                 for r in &records {

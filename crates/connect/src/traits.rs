@@ -25,6 +25,16 @@ pub trait Source<K, V>: Send {
         timeout: Duration,
     ) -> ConnectResult<Vec<ConnectRecord<K, V>>>;
 
+    /// Positions to save though no record reaches them, each the [`SourceOffset`] before where a
+    /// partition starts: a source starting a partition at its end (say, Strait's `start_from =
+    /// "latest"`) has it saved before any record arrives, so a restart does not skip what is
+    /// written meanwhile. The runtime calls it after each poll and commits them with the current
+    /// batch (beginning one if none), behind any record of the same partition, then acknowledges
+    /// them as usual; a source offers them again after a rewind until acknowledged. None by default.
+    fn positions_without_records(&mut self) -> Vec<SourceOffset> {
+        Vec::new()
+    }
+
     /// Tells the source that records up to `positions` are committed: a later
     /// [`Source::rewind`] never goes back before them, and they may be released.
     async fn acknowledge(&mut self, positions: &[SourceOffset]) -> ConnectResult<()>;

@@ -333,3 +333,99 @@ async fn a_sink_with_the_default_commit_is_flushed_once_per_batch() {
     assert!(s.flushes >= 30, "a flush per batch: {}", s.flushes);
     assert_eq!(s.closed, 2);
 }
+
+/// What [`StartSource`] and [`StartSink`] saw.
+#[derive(Default)]
+struct Starts {
+    committed: Vec<Vec<SourceOffset>>,
+    acknowledged: Vec<Vec<SourceOffset>>,
+    puts: usize,
+}
+
+/// A source whose partition 0 starts at its end (offset 42) and has no record; partition 1
+/// starts at offset 42 too but has its record 45 in the first poll.
+struct StartSource {
+    polls: usize,
+    starts: Arc<Mutex<Starts>>,
+}
+
+fn at(partition: i32, offset: i64) -> SourceOffset {
+    SourceOffset { topic: "t".into(), partition, offset }
+}
+
+#[async_trait]
+impl Source<(), u64> for StartSource {
+    async fn poll(&mut self, _: usize, _: usize, timeout: Duration) -> ConnectResult<Vec<ConnectRecord<(), u64>>> {
+        self.polls += 1;
+        if self.polls > 1 {
+            tokio::time::sleep(timeout).await;
+            return Ok(vec![]);
+        }
+        let record = ConnectRecord {
+            key: None,
+            value: Some(45),
+            timestamp_ms: None,
+            headers: vec![],
+            source_offset: at(1, 45),
+            size_bytes: 10,
+        };
+        Ok(vec![record])
+    }
+    fn positions_without_records(&mut self) -> Vec<SourceOffset> {
+        if self.polls == 1 {
+            vec![at(0, 41), at(1, 41)]
+        } else {
+            vec![]
+        }
+    }
+    async fn acknowledge(&mut self, positions: &[SourceOffset]) -> ConnectResult<()> {
+        self.starts.lock().unwrap().acknowledged.push(positions.to_vec());
+        Ok(())
+    }
+    async fn rewind(&mut self) -> ConnectResult<()> {
+        Ok(())
+    }
+    async fn close(&mut self) -> ConnectResult<()> {
+        Ok(())
+    }
+}
+
+struct StartSink(Arc<Mutex<Starts>>);
+
+#[async_trait]
+impl Sink<(), u64> for StartSink {
+    async fn put(&mut self, _: Vec<ConnectRecord<(), u64>>) -> ConnectResult<()> {
+        self.0.lock().unwrap().puts += 1;
+        Ok(())
+    }
+    fn stage_positions(&mut self, positions: &[SourceOffset]) {
+        self.0.lock().unwrap().committed.push(positions.to_vec());
+    }
+    async fn flush(&mut self) -> ConnectResult<()> {
+        Ok(())
+    }
+    async fn close(&mut self) -> ConnectResult<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn positions_without_records_are_committed_behind_the_records_and_acknowledged() {
+    let starts = Arc::new(Mutex::new(Starts::default()));
+    let source = StartSource { polls: 0, starts: starts.clone() };
+    let (rt, handle) = ConnectorRuntime::new(source, StartSink(starts.clone()), small_batches());
+    let task = tokio::spawn(rt.run());
+    for _ in 0..250 {
+        if !starts.lock().unwrap().acknowledged.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    handle.shutdown();
+    assert!(matches!(task.await.unwrap(), RuntimeState::Stopped));
+    let s = starts.lock().unwrap();
+    // Partition 0's start is saved with no record; partition 1's record is further on than its start.
+    assert_eq!(s.committed, vec![vec![at(0, 41), at(1, 45)]]);
+    assert_eq!(s.acknowledged, s.committed, "acknowledged once committed");
+    assert_eq!(s.puts, 1, "only the record is put");
+}

@@ -43,10 +43,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
     );
     let flow = Arc::new(Config::parse(&config)?.into_iter().next().ok_or("the config holds no flow")?);
 
-    // The sink first: it fences the slot's previous owner and reads the saved positions.
+    // The sink first: it fences the slot's previous owner; then the positions it left, where the
+    // source starts.
     let mut sink = TargetSink::start(SinkParams { flow: flow.clone(), slot: 0 }).await?;
-    let saved = sink.take_saved_positions();
-    let mut source = KafkaSource::start(flow, 0, saved, Committed::default(), sink.topic_ids()).await?;
+    let stored = strait::resume::load::stored(&flow).await?;
+    let mut source = KafkaSource::start(flow, 0, stored, Committed::default(), sink.topic_ids()).await?;
     // The first drain turns keeping offset syncs on.
     let mut syncs = sink.drain_offset_syncs().len();
 

@@ -1,7 +1,7 @@
 //! Runs one flow on this instance: joins the flow's slot group on the target
 //! ([`crate::slots`]) and, for each slot the group gives this instance, builds and drives a data
-//! path — the TargetSink (which fences the slot's previous owner and reads the saved positions),
-//! then the source (told where to start) — with the connector runtime, retrying with backoff
+//! path — the TargetSink (which fences the slot's previous owner), the positions it left
+//! ([`crate::resume`]), then the source (told where to start) — with the connector runtime, retrying with backoff
 //! while a cluster is unreachable. A revoked slot drains (its last batch committed) before the
 //! group hands it on. The owner of slot 0 also runs what a flow needs once, while slot 0's data
 //! path runs: heartbeats, checkpoints and topic config sync, sharing one control producer.
@@ -392,10 +392,10 @@ async fn run_checkpoints(
     Ok(())
 }
 
-/// The sink first: it fences the slot's previous owner and reads the saved positions, from which
-/// the source starts.
+/// The sink first, fencing the slot's previous owner; then the positions it left, where the source starts.
 async fn start(flow: Arc<Flow>, slot: u32, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
-    let mut sink = TargetSink::start(SinkParams { flow: flow.clone(), slot }).await?;
-    let source = KafkaSource::start(flow, slot, sink.take_saved_positions(), committed, sink.topic_ids()).await?;
+    let sink = TargetSink::start(SinkParams { flow: flow.clone(), slot }).await?;
+    let stored = crate::resume::load::stored(&flow).await?;
+    let source = KafkaSource::start(flow, slot, stored, committed, sink.topic_ids()).await?;
     Ok((source, sink))
 }

@@ -9,7 +9,7 @@
 //!
 //! Layers, each importing only those below it:
 //! `allocator`, `rules`, `metrics`, `client_log` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
-//! `source`, `sink`, `control`, `status` → `flow`, `http` → the `strait` binary.
+//! `resume` (its `load`: the I/O before the decision) → `source`, `sink`, `control`, `status` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
 pub mod allocator;
@@ -27,6 +27,7 @@ pub mod positions;
 pub mod producer;
 pub mod record;
 pub mod residency;
+pub mod resume;
 pub mod rules;
 pub mod sink;
 pub mod slots;

@@ -1,7 +1,8 @@
 //! MirrorMaker 2's own source offsets, for a cut-over from a running MM2: Kafka Connect keeps
 //! them in its offsets topic on the target (`mm2-offsets.<source-alias>.internal` in MM2's
 //! dedicated mode, `offset.storage.topic` of a Connect cluster). A source partition Strait has no
-//! position for resumes where MM2 stopped, so records MM2 already copied are not copied again.
+//! position for resumes where MM2 stopped ([`crate::resume`]), so records MM2 already copied are
+//! not copied again.
 //!
 //! Layout (Connect's `JsonConverter` without schemas, MM2's `MirrorUtils`): key
 //! `["<connector>",{"cluster":"<source-alias>","partition":<n>,"topic":"<topic>"}]`, value

@@ -6,8 +6,8 @@
 //! Keeping positions on the target means Strait needs no consumer group and no write access on the
 //! source, and a position is saved on the cluster the data went to. Each position also keeps the
 //! id of the source topic (KIP-516) its offset belongs to, and the timestamp of the last
-//! replicated record, so a topic recreated under the same name is recognised ([`crate::source`]
-//! checks both) instead of resumed mid-way.
+//! replicated record, so a topic recreated under the same name is recognised ([`crate::resume`]
+//! decides from both) instead of resumed mid-way.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -40,8 +40,7 @@ use strait_mm2::OffsetSync;
 use crate::admin::Admin;
 use crate::config::{Delivery, Flow};
 use crate::kafka::{cluster_id, connect_error};
-use crate::mm2_offsets;
-use crate::positions::{self, Positions, TopicIds, POSITIONS_TOPIC};
+use crate::positions::{TopicIds, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
 use loop_guard::LoopGuard;
 use mode::Mode;
@@ -77,24 +76,20 @@ pub struct TargetSink {
     records: RecordPath,
     /// Positions given to [`Sink::stage_positions`], saved at the next commit.
     staged: Vec<SourceOffset>,
-    /// Positions read at start, until [`TargetSink::take_saved_positions`].
-    saved: Positions,
 }
 
 impl TargetSink {
-    /// Connects the target producers of `params.slot`, learns both cluster ids, ensures the
+    /// Connects the target producers of `params.slot`, learns both cluster ids and ensures the
     /// positions topic and the offset-syncs topic (one partition, compacted; on the source
-    /// cluster with `offset_syncs_location = "source"`, KIP-716) and reads the flow's saved
-    /// positions ([`Self::take_saved_positions`]). The slot's transactional producer's
-    /// `init_transactions` runs first: it fences the slot's previous owner and completes its
-    /// open transaction, so the positions read next (`read_committed`) are the last committed
-    /// ones.
+    /// cluster with `offset_syncs_location = "source"`, KIP-716). The slot's transactional
+    /// producer's `init_transactions` runs in it: it fences the slot's previous owner and
+    /// completes its open transaction, so the positions read after it returns (`read_committed`,
+    /// [`crate::resume::load::stored`]) are the last committed ones.
     ///
     /// Errors: [`ConnectError::Backend`] when a cluster cannot be reached, a producer created or a
     /// topic created; [`ConnectError::Denied`] when an ACL forbids it;
     /// [`ConnectError::Transaction`] / [`ConnectError::Retriable`] when the target refuses, or
-    /// cannot yet initialise, the slot's transactions; [`ConnectError::Offset`] when the saved
-    /// positions cannot be read.
+    /// cannot yet initialise, the slot's transactions.
     pub async fn start(params: SinkParams) -> Result<Self, ConnectError> {
         let SinkParams { flow, slot } = params;
         let target_id = cluster_id(&flow.target).await?;
@@ -113,7 +108,6 @@ impl TargetSink {
         };
         let service = producers::producer_service(&flow, slot, transaction_timeout, &[]).await?;
         let mode = Mode::start(&flow, slot, syncs_cluster, &syncs_topic).await?;
-        let saved = load_positions(&flow).await?;
         let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
         let writer = Writer {
             syncs: OffsetSyncWriter::new(flow.offset_lag_max),
@@ -125,16 +119,9 @@ impl TargetSink {
             slot,
             service,
         };
-        let mut sink = Self { writer, mode, records, staged: Vec::new(), saved };
+        let mut sink = Self { writer, mode, records, staged: Vec::new() };
         sink.mode.started();
         Ok(sink)
-    }
-
-    /// The positions saved by the flow's earlier runs (and, for partitions without one, where
-    /// MirrorMaker 2 stopped), read at [`Self::start`], from which the source starts; empty
-    /// after the first call.
-    pub fn take_saved_positions(&mut self) -> Positions {
-        std::mem::take(&mut self.saved)
     }
 
     /// The source topic ids this sink saves with positions: the source of the same slot sets them
@@ -154,29 +141,6 @@ impl TargetSink {
             Mode::ExactlyOnce(eos) => eos.drain_offset_syncs(),
         }
     }
-}
-
-/// The positions `flow` saved; for partitions without one, where MirrorMaker 2 stopped.
-/// Errors: [`ConnectError::Offset`] when either cannot be read.
-async fn load_positions(flow: &Arc<Flow>) -> ConnectResult<Positions> {
-    let saved = positions::load(&flow.target, &flow.name)
-        .await
-        .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
-    let mut saved = topics::forget_positions_lost_on_target(flow, saved).await?;
-    let from_mm2 = mm2_offsets::load(flow)
-        .await
-        .map_err(|e| ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic, flow.target.alias), e))?;
-    let before = saved.len();
-    for (partition, position) in from_mm2 {
-        saved.entry(partition).or_insert(position);
-    }
-    if saved.len() > before {
-        tracing::info!(
-            flow = %flow.name, topic = %flow.mm2_offsets_topic, partitions = saved.len() - before,
-            "resuming source partitions Strait has no position for where MirrorMaker 2 stopped"
-        );
-    }
-    Ok(saved)
 }
 
 #[async_trait]

@@ -9,8 +9,6 @@ use std::time::{Duration, Instant};
 use prometheus_client::metrics::counter::Counter;
 use strait_connect::{ConnectError, ConnectResult};
 
-use crate::positions::Positions;
-
 use super::service::DataProducer;
 use crate::admin::{Admin, ADMIN_TIMEOUT};
 use crate::config::Flow;
@@ -188,44 +186,4 @@ impl TopicRouter {
             Route::Allowed { .. } => None,
         })
     }
-}
-
-/// Drops from `saved` the positions whose target partition no longer holds the last record they
-/// say was written there (`last_downstream`): the target topic or partition is missing, or ends
-/// before it (deleted, truncated, or the cluster rebuilt while Strait was stopped). Those
-/// partitions are copied again from the source's start, each logged, instead of resuming past a
-/// hole. Positions without a written record (all dropped by residency or the loop guard) are not
-/// checked. Errors: the target does not answer.
-pub async fn forget_positions_lost_on_target(flow: &Flow, mut saved: Positions) -> ConnectResult<Positions> {
-    let target = Admin::new(&flow.target).map_err(|e| ConnectError::backend("target admin client", e))?;
-    let fail = |e| ConnectError::backend(format!("check the target topics of flow {}", flow.name), e);
-    let mut written: Vec<(&String, i32, i64)> =
-        saved.iter().filter_map(|((t, p), s)| Some((t, *p, s.last_downstream?))).collect();
-    written.sort();
-    let mut lost = Vec::new();
-    let mut described: Option<(&String, String, usize)> = None;
-    for (topic, partition, last_downstream) in written {
-        if described.as_ref().is_none_or(|(t, _, _)| *t != topic) {
-            let remote = flow.policy.remote_topic(&flow.source.alias, topic);
-            let partitions = target.describe(&remote).await.map_err(fail)?.map_or(0, |t| t.partitions);
-            described = Some((topic, remote, partitions));
-        }
-        let Some((_, remote, partitions)) = &described else { continue };
-        let end = if usize::try_from(partition).is_ok_and(|p| p < *partitions) {
-            target.high_watermark(remote, partition).await.map_err(fail)?
-        } else {
-            0
-        };
-        if end <= last_downstream {
-            lost.push((topic.clone(), partition, remote.clone(), last_downstream, end));
-        }
-    }
-    for (topic, partition, remote, last_downstream, end) in lost {
-        tracing::warn!(
-            flow = %flow.name, topic, partition, target_topic = remote, last_downstream, target_end = end,
-            "the target partition no longer holds the records replicated to it (deleted, truncated or rebuilt while Strait was stopped): copying it again from the source's start"
-        );
-        saved.remove(&(topic, partition));
-    }
-    Ok(saved)
 }

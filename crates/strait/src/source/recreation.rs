@@ -19,9 +19,9 @@ pub struct Recreations {
 }
 
 impl Recreations {
-    /// Whether `topic` was recreated in this run, so no saved position of it applies.
-    pub fn is_recreated(&self, topic: &str) -> bool {
-        self.recreated.contains(topic)
+    /// The topics recreated in this run, whose saved positions never apply.
+    pub fn recreated(&self) -> &HashSet<String> {
+        &self.recreated
     }
 
     /// Whether `topic` waits for its old records' commit before its partitions are assigned again.
@@ -79,7 +79,7 @@ mod tests {
     fn a_recreated_topic_waits_until_every_old_record_read_is_committed() {
         let mut r = Recreations::default();
         r.begin("orders", id("new"), HashMap::from([(0, 100), (2, 7)]));
-        assert!(r.is_recreated("orders") && r.is_draining("orders") && !r.is_recreated("other"));
+        assert!(r.recreated().contains("orders") && r.is_draining("orders") && !r.recreated().contains("other"));
         assert!(r.take_drained().is_empty());
         r.committed("orders", 0, 99);
         r.committed("orders", 2, 7);
@@ -88,7 +88,7 @@ mod tests {
         r.committed("orders", 0, 100);
         assert_eq!(r.take_drained(), [("orders".to_string(), id("new"))]);
         assert!(!r.is_draining("orders") && !r.any_draining());
-        assert!(r.is_recreated("orders"), "saved positions of the old topic never apply again");
+        assert!(r.recreated().contains("orders"), "saved positions of the old topic never apply again");
     }
 
     #[test]

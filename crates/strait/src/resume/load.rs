@@ -1,0 +1,60 @@
+//! Reads what the target holds about where a flow's partitions stopped ([`super::Stored`]): the
+//! I/O before the decision, once per slot at start.
+
+use std::collections::HashMap;
+
+use strait_connect::{ConnectError, ConnectResult};
+
+use super::{Partition, Stored};
+use crate::admin::Admin;
+use crate::config::Flow;
+use crate::mm2_offsets;
+use crate::positions::{self, Positions, POSITIONS_TOPIC};
+
+/// `flow`'s positions on its target: Strait's ([`positions::load`]), the target check of each
+/// ([`target_ends`]) and MirrorMaker 2's ([`mm2_offsets::load`]). Read after the slot's
+/// transactional producer fenced its previous owner, so Strait's (`read_committed`) are the last
+/// committed ones. Errors: an offset error naming the topic that cannot be read; a backend error
+/// when the target does not answer the check.
+pub async fn stored(flow: &Flow) -> ConnectResult<Stored> {
+    let strait = positions::load(&flow.target, &flow.name)
+        .await
+        .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
+    let target_ends = target_ends(flow, &strait).await?;
+    let mm2 = mm2_offsets::load(flow)
+        .await
+        .map_err(|e| ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic, flow.target.alias), e))?;
+    Ok(Stored { strait, target_ends, mm2 })
+}
+
+/// The target check: for each of `saved` with a last record written to the target
+/// (`last_downstream`), the end offset now of the target partition it was written to (0 when the
+/// target topic or partition is missing). A position is then lost on the target when the end is
+/// not after that record ([`super::decide`]). Positions without a written record (all dropped by
+/// residency or the loop guard) are not checked. Errors: the target does not answer.
+pub async fn target_ends(flow: &Flow, saved: &Positions) -> ConnectResult<HashMap<Partition, i64>> {
+    let target = Admin::new(&flow.target).map_err(|e| ConnectError::backend("target admin client", e))?;
+    let fail = |e| ConnectError::backend(format!("check the target topics of flow {}", flow.name), e);
+    let mut written: Vec<&Partition> =
+        saved.iter().filter(|(_, s)| s.last_downstream.is_some()).map(|(tp, _)| tp).collect();
+    written.sort();
+    let mut ends = HashMap::new();
+    // One describe per topic: the positions are sorted by topic.
+    let mut described: Option<(&String, String, usize)> = None;
+    for tp in written {
+        let (topic, partition) = (&tp.0, tp.1);
+        if described.as_ref().is_none_or(|(t, _, _)| *t != topic) {
+            let remote = flow.policy.remote_topic(&flow.source.alias, topic);
+            let partitions = target.describe(&remote).await.map_err(fail)?.map_or(0, |t| t.partitions);
+            described = Some((topic, remote, partitions));
+        }
+        let Some((_, remote, partitions)) = &described else { continue };
+        let end = if usize::try_from(partition).is_ok_and(|p| p < *partitions) {
+            target.high_watermark(remote, partition).await.map_err(fail)?
+        } else {
+            0
+        };
+        ends.insert(tp.clone(), end);
+    }
+    Ok(ends)
+}
