@@ -172,8 +172,10 @@ pub struct Plan {
 
 /// What the rules ask of the topics of the partitions about to be assigned, found once.
 struct Topics<'a> {
-    /// Topics with a partition that has a position to resume from or was assigned in this run:
-    /// their new partitions start at the log start whatever `start_from` says.
+    /// Topics the flow copied before: with a partition that has a position (even one whose
+    /// records the target lost: they are copied again from the start), assigned in this run, or
+    /// recreated in this run (the new topic's records all came after the flow began). Their
+    /// partitions without a position start at the log start whatever `start_from` says.
     known: HashSet<&'a str>,
     /// Topics of which a partition about to be assigned has a saved id other than the id now:
     /// deleted and created again while Strait was stopped, so none of their positions applies.
@@ -182,8 +184,8 @@ struct Topics<'a> {
 
 impl<'a> Topics<'a> {
     fn of(stored: &'a Stored, source: &'a Source, fresh: &'a [Partition]) -> Self {
-        let resumable = stored.strait.keys().filter(|tp| stored.lost_on_target(tp).is_none());
-        let known = resumable.chain(stored.mm2.keys()).chain(source.assigned.iter()).map(|tp| tp.0.as_str());
+        let copied = stored.strait.keys().chain(stored.mm2.keys()).chain(source.assigned.iter());
+        let known = copied.map(|tp| tp.0.as_str()).chain(source.recreated_in_run.iter().map(String::as_str));
         let recreated = fresh.iter().filter(|tp| saved_other_id(stored, source, tp).is_some());
         Self { known: known.collect(), recreated_while_stopped: recreated.map(|tp| tp.0.as_str()).collect() }
     }

@@ -279,6 +279,23 @@ fn rows() -> Vec<Row> {
             starts: vec![Start::LogStart],
             ..row("recreated while running: the saved position of the old topic never applies (recreated::a_topic_recreated_while_running)")
         },
+        Row {
+            rules: LATEST,
+            recreated_in_run: vec!["orders"],
+            ids: vec![("orders", "B")],
+            watermarks: vec![(orders(0), (0, 40))],
+            starts: vec![Start::LogStart],
+            ..row("latest: a topic recreated while running starts at its log start, though nothing was saved for it")
+        },
+        Row {
+            rules: LATEST,
+            strait: vec![(orders(0), with(at(30), None, Some(29), None))],
+            target_ends: vec![(orders(0), 0)],
+            watermarks: vec![(orders(0), (0, 35))],
+            starts: vec![Start::LogStart],
+            report: vec![Event::LostOnTarget { topic: "orders".into(), partition: 0, last_downstream: 29, target_end: 0 }],
+            ..row("latest: a topic whose target lost its records is copied again from its log start, not its end")
+        },
     ]
 }
 

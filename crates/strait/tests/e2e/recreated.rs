@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::admin::AdminOptions;
-use strait::config::Config;
+use strait::config::{Config, StartFrom};
 
 use crate::support::*;
 
@@ -55,12 +55,19 @@ fn all_copied(seen: &BTreeMap<String, usize>, name: &str, per_partition: usize) 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_topic_recreated_while_running_is_copied_from_its_start() {
-    recreated_while_running("at_least_once").await;
+    recreated_while_running("at_least_once", "").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_topic_recreated_while_running_exactly_once_is_copied_from_its_start() {
-    recreated_while_running("exactly_once").await;
+    recreated_while_running("exactly_once", "").await;
+}
+
+/// With `start_from = "latest"` too: the new topic is not a new topic to the flow (its records all
+/// came after the flow began), so it starts at its log start, not its end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_recreated_while_running_with_start_from_latest_is_copied_from_its_start() {
+    recreated_while_running("at_least_once", "start_from = \"latest\"").await;
 }
 
 /// The case a new user found: 5,000 records copied, the topic deleted and created again while
@@ -68,12 +75,24 @@ async fn a_topic_recreated_while_running_exactly_once_is_copied_from_its_start()
 /// inside the new topic before Strait looks at it again: before topic ids, its first 4,998
 /// records were taken as copied. Strait is frozen (SIGSTOP) meanwhile, so its consumer cannot
 /// see the new topic before its records are there (a race it may otherwise win).
-async fn recreated_while_running(delivery: &str) {
+async fn recreated_while_running(delivery: &str, extra: &str) {
     let f = TopicFlow::new("recrun", PARTITIONS).await;
-    let config = f.config(&format!("delivery = \"{delivery}\"\ncommit_interval_ms = 300"));
+    let config = f.config(&format!("delivery = \"{delivery}\"\ncommit_interval_ms = 300\n{extra}"));
     let flow = Config::parse(&config).unwrap().remove(0);
     let addr = free_addr();
     let strait = Strait::launch(&f.p, &config, "info,librdkafka=warn,rdkafka=warn", &["--metrics-addr", &addr]);
+    if flow.start_from == StartFrom::Latest {
+        // Started at the empty topic's end before the first record is produced.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let saved = strait::positions::load(&flow.target, &flow.name).await.unwrap_or_default();
+            if (0..PARTITIONS).all(|p| saved.contains_key(&(f.topic.clone(), p))) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "start positions not saved: {saved:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
     produce(&f.a, &f.topic, &generation("old", 5_000 / PARTITIONS as usize, now_ms())).await;
     wait_replicated(&flow, &f.topic, PARTITIONS, 5_000 / PARTITIONS as usize, Duration::from_secs(60)).await;
 
