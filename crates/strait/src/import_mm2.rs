@@ -282,14 +282,18 @@ mod tests {
         assert_eq!(flow.name, "eu->us");
         assert!(flow.replicates("orders.x") && flow.replicates("payments") && !flow.replicates("orders.x.tmp"));
         assert_eq!(flow.policy.remote_topic("eu", "orders"), "orders", "identity policy");
-        assert_eq!(flow.emit_checkpoints_interval, std::time::Duration::from_secs(20));
-        assert!(flow.sync_group_offsets);
+        assert_eq!(flow.checkpoints.emit_checkpoints_interval, std::time::Duration::from_secs(20));
+        assert!(flow.checkpoints.sync_group_offsets);
         assert_eq!(flow.target.client.get("sasl.username").map(String::as_str), Some("strait"));
         assert_eq!(flow.target.client.get("sasl.mechanisms").map(String::as_str), Some("SCRAM-SHA-512"));
         let dropped: Vec<&str> = imported.dropped.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(dropped, ["checkpoints.topic.replication.factor", "tasks.max", "us.producer.linger.ms"]);
         assert!(imported.dropped[2].1.contains("librdkafka"), "{:?}", imported.dropped);
-        assert_eq!(flow.offset_syncs_location, crate::config::SyncsLocation::Source, "MM2's default place kept");
+        assert_eq!(
+            flow.writing.offset_syncs_topic_location,
+            crate::config::SyncsLocation::Source,
+            "MM2's default place kept"
+        );
         assert_eq!(imported.notes.len(), 1, "{:?}", imported.notes);
     }
 
@@ -312,9 +316,9 @@ mod tests {
         assert_eq!(names, ["A->B", "B->A"]);
         let ab = &flows["A->B"];
         assert_eq!(ab.source.bootstrap_servers, "a1.example:9092, a2.example:9092, a3.example:9092");
-        assert_eq!(ab.replication_factor, 1);
+        assert_eq!(ab.writing.replication_factor, 1);
         assert!(ab.replicates("anything") && !ab.replicates("B.anything"), "cycle rule");
-        assert_eq!(ab.offset_syncs_location, crate::config::SyncsLocation::Source);
+        assert_eq!(ab.writing.offset_syncs_topic_location, crate::config::SyncsLocation::Source);
         assert_eq!(
             dropped(&imported),
             [
@@ -336,10 +340,10 @@ mod tests {
         let f = &flows["source->target"];
         assert_eq!(f.policy.remote_topic("source", "orders.eu"), "orders.eu", "identity");
         assert!(f.replicates("orders.eu") && f.replicates("payments.x") && !f.replicates("orders-internal"));
-        assert!(f.sync_group_offsets && f.groups.matches("billing") && !f.groups.matches("connect-x"));
-        assert_eq!(f.offset_syncs_location, crate::config::SyncsLocation::Target);
-        assert_eq!(f.sync_group_offsets_interval, std::time::Duration::from_secs(60));
-        assert_eq!(f.refresh_topics_interval, std::time::Duration::from_secs(600));
+        assert!(f.checkpoints.sync_group_offsets && f.groups.matches("billing") && !f.groups.matches("connect-x"));
+        assert_eq!(f.writing.offset_syncs_topic_location, crate::config::SyncsLocation::Target);
+        assert_eq!(f.checkpoints.sync_group_offsets_interval, std::time::Duration::from_secs(60));
+        assert_eq!(f.reading.refresh_topics_interval, std::time::Duration::from_secs(600));
         assert_eq!(f.source.client.get("security.protocol").map(String::as_str), Some("SSL"));
         assert!(!f.source.client.contains_key("ssl.ca.location"), "a PKCS#12 truststore is not a CA file");
         let target = &f.target.client;
@@ -367,15 +371,19 @@ mod tests {
         assert_eq!(flows.len(), 3, "ap->eu is disabled");
         let (eu_us, us_eu, eu_ap) = (&flows["eu->us"], &flows["us->eu"], &flows["eu->ap"]);
         assert!(eu_us.replicates("orders") && eu_us.replicates("customers") && !eu_us.replicates("catalog"));
-        assert!(us_eu.replicates("billing.x") && !us_eu.emit_checkpoints);
-        assert!(eu_ap.replicates("catalog") && eu_ap.emit_checkpoints);
-        assert!(matches!(eu_us.delivery, crate::config::Delivery::ExactlyOnce { .. }), "exactly-once into us");
-        assert_eq!(eu_us.offset_syncs_location, crate::config::SyncsLocation::Target, "exactly-once needs the target");
-        assert_eq!(eu_ap.offset_syncs_location, crate::config::SyncsLocation::Source);
+        assert!(us_eu.replicates("billing.x") && !us_eu.checkpoints.emit_checkpoints);
+        assert!(eu_ap.replicates("catalog") && eu_ap.checkpoints.emit_checkpoints);
+        assert!(matches!(eu_us.delivery(), crate::config::Delivery::ExactlyOnce { .. }), "exactly-once into us");
+        assert_eq!(
+            eu_us.writing.offset_syncs_topic_location,
+            crate::config::SyncsLocation::Target,
+            "exactly-once needs the target"
+        );
+        assert_eq!(eu_ap.writing.offset_syncs_topic_location, crate::config::SyncsLocation::Source);
         assert_eq!(eu_us.policy.remote_topic("eu", "orders"), "eu_orders", "separator");
-        assert_eq!(eu_us.offset_lag_max, 500);
-        assert_eq!(eu_us.emit_heartbeats_interval, std::time::Duration::from_secs(5));
-        assert!(eu_us.sync_topic_configs_interval.is_none());
+        assert_eq!(eu_us.writing.offset_lag_max, 500);
+        assert_eq!(eu_us.heartbeats.emit_heartbeats_interval, std::time::Duration::from_secs(5));
+        assert!(eu_us.topic_configs.interval().is_none());
         for f in [eu_us, us_eu] {
             assert_eq!(f.source.client.get("sasl.username").map(String::as_str), Some("mm2"));
             assert_eq!(f.source.client.get("sasl.mechanisms").map(String::as_str), Some("SCRAM-SHA-512"));

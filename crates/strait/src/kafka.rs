@@ -206,7 +206,7 @@ enum Refused {
 /// The setting a Kafka error refuses for good, or `None` when the error may pass.
 fn refused_setting(flow: &Flow, e: &KafkaError) -> Option<Refused> {
     use RDKafkaErrorCode as C;
-    let (name, target, rf) = (&flow.name, &flow.target.alias, flow.replication_factor);
+    let (name, target, rf) = (&flow.name, &flow.target.alias, flow.writing.replication_factor);
     let setting = |s: String| Some(Refused::Setting(s));
     if let KafkaError::ClientCreation(_) = e {
         // librdkafka names the property (`ssl.ca.location failed: ...`) in the error itself.
@@ -236,7 +236,7 @@ fn refused_setting(flow: &Flow, e: &KafkaError) -> Option<Refused> {
         C::InvalidPartitions => setting(format!(
             "flow {name}: a partition count the target {target} refuses ([flows.scale_out] slots = {}, or the \
              source topic's partitions)",
-            flow.slots
+            flow.slots()
         )),
         C::InvalidTopic => setting(format!(
             "flow {name}: a topic name the target {target} refuses (too long or not allowed once renamed: check \
@@ -245,7 +245,7 @@ fn refused_setting(flow: &Flow, e: &KafkaError) -> Option<Refused> {
         C::InvalidSessionTimeout => setting(format!(
             "flow {name}: [flows.scale_out] session_timeout_ms = {} is outside the target's \
              group.min.session.timeout.ms and group.max.session.timeout.ms",
-            flow.session_timeout.as_millis()
+            flow.scale_out.session_timeout.as_millis()
         )),
         C::InvalidTransactionTimeout => setting(format!(
             "flow {name}: transaction_timeout_ms is above the target's transaction.max.timeout.ms (15 min by \

@@ -226,14 +226,14 @@ impl TargetSink {
         let target_id = cluster_id(&flow.target).await?;
         let source_id = cluster_id(&flow.source).await?;
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
-        let rf = flow.replication_factor;
+        let rf = flow.writing.replication_factor;
         for (cluster, topic) in [(&flow.target, POSITIONS_TOPIC), (syncs_cluster, syncs_topic.as_str())] {
             let what =
                 format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", cluster.alias);
             let admin = Admin::new(cluster).map_err(|e| connect_error(&what, e))?;
             admin.create_state_topic(topic, rf).await.map_err(|e| connect_error(&what, e))?;
         }
-        let transaction_timeout = match flow.delivery {
+        let transaction_timeout = match flow.delivery() {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
@@ -241,7 +241,7 @@ impl TargetSink {
         let state = match transaction_timeout {
             None => {
                 let service = producer_service(&flow, slot, Some(STATE_TRANSACTION_TIMEOUT), STATE_SETTINGS).await?;
-                let source_syncs = match flow.offset_syncs_location {
+                let source_syncs = match flow.writing.offset_syncs_topic_location {
                     SyncsLocation::Target => None,
                     SyncsLocation::Source => Some(
                         control_producer(syncs_cluster)
@@ -265,7 +265,7 @@ impl TargetSink {
             .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
         let mut saved = topics::forget_positions_lost_on_target(&flow, saved).await?;
         let from_mm2 = mm2_offsets::load(&flow).await.map_err(|e| {
-            ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic, flow.target.alias), e)
+            ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic(), flow.target.alias), e)
         })?;
         let before = saved.len();
         for (partition, position) in from_mm2 {
@@ -273,14 +273,14 @@ impl TargetSink {
         }
         if saved.len() > before {
             tracing::info!(
-                flow = %flow.name, topic = %flow.mm2_offsets_topic, partitions = saved.len() - before,
+                flow = %flow.name, topic = %flow.mm2_offsets_topic(), partitions = saved.len() - before,
                 "resuming source partitions Strait has no position for where MirrorMaker 2 stopped"
             );
         }
         let sink = Self {
             router: TopicRouter::new(flow.clone())?,
             guard: LoopGuard::new(source_id, target_id),
-            syncs: OffsetSyncWriter::new(flow.offset_lag_max),
+            syncs: OffsetSyncWriter::new(flow.writing.offset_lag_max),
             syncs_topic,
             transaction_timeout,
             in_transaction: false,
@@ -482,7 +482,7 @@ fn record_acked(syncs: &mut OffsetSyncWriter, stats: &mut SinkMetrics, r: InFlig
 /// session timeout may be a pause (SIGSTOP, a GC or VM pause, a frozen container) long enough for
 /// the group to have moved the slot: its heartbeats stopped with the process.
 fn stall_bound(flow: &Flow) -> Duration {
-    flow.session_timeout / 2
+    flow.scale_out.session_timeout / 2
 }
 
 impl TargetSink {

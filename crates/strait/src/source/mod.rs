@@ -228,7 +228,7 @@ impl KafkaSource {
     /// Starts listing the source's topics on a blocking thread; the next refresh is due one
     /// `refresh_topics_interval_ms` from now.
     fn list_topics(&mut self) -> JoinHandle<Listed> {
-        self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
+        self.next_refresh = Instant::now() + self.flow.reading.refresh_topics_interval;
         let (reader, flow) = (self.reader.clone(), self.flow.clone());
         tokio::task::spawn_blocking(move || {
             let client = reader.consumer().client();
@@ -300,7 +300,7 @@ impl KafkaSource {
             fresh.extend(
                 (0..partitions)
                     .filter_map(|p| i32::try_from(p).ok())
-                    .filter(|p| slot_of(&topic, *p, self.flow.slots) == self.slot)
+                    .filter(|p| slot_of(&topic, *p, self.flow.slots()) == self.slot)
                     .filter(|p| !self.assigned.contains(&(topic.clone(), *p)))
                     .map(|p| (topic.clone(), p)),
             );
@@ -330,7 +330,7 @@ impl KafkaSource {
         let applies = |tp: &(String, i32)| {
             !self.recreations.is_recreated(&tp.0) && !recreated_while_stopped.contains(&tp.0) && !changed.contains(tp)
         };
-        let latest = self.flow.start_from == StartFrom::Latest;
+        let latest = self.flow.reading.start_from == StartFrom::Latest;
         let unknown: HashSet<String> =
             fresh.iter().filter(|(t, _)| latest && !self.known(t)).map(|(t, _)| t.clone()).collect();
         let queried: Vec<(String, i32)> = fresh
@@ -362,10 +362,10 @@ impl KafkaSource {
                         let lost = log_start - saved.next_offset;
                         tracing::error!(
                             flow = %self.flow.name, topic, partition = p, saved = saved.next_offset, log_start, lost,
-                            on_source_gap = ?self.flow.on_source_gap,
+                            on_source_gap = ?self.flow.reading.on_source_gap,
                             "records lost: the source deleted them (retention or delete-records) before they were replicated"
                         );
-                        if self.flow.on_source_gap == OnSourceGap::Fail {
+                        if self.flow.reading.on_source_gap == OnSourceGap::Fail {
                             return Err(ConnectError::data_loss(
                                 format!("{topic} partition {p}: {lost} records deleted on the source before they were replicated"),
                                 "on_source_gap = \"fail\": stopping instead of continuing at the log start",
