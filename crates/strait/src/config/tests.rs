@@ -1,11 +1,14 @@
 //! The config's unit tests: parsing, defaults, bounds, errors naming the field.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::Duration;
 
 use strait_mm2::ReplicationPolicy;
 
 use super::cluster::unreadable;
 use super::*;
+use crate::residency::ResidencyConfig;
 
 #[test]
 fn secrets_never_show_in_debug_output() {
@@ -140,4 +143,92 @@ fn scale_out_settings_are_read_and_checked() {
         assert_eq!(e.field, field, "{e}");
     }
     assert_eq!((flow.slots(), flow.scale_out.enabled), (1, false));
+}
+
+/// `deploy/strait.example.toml`, the complete example, parses when it exists (the docs add it).
+#[test]
+fn deploy_example_parses_if_present() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/strait.example.toml");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let flows = Config::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(!flows.is_empty(), "{} has no flow", path.display());
+    }
+}
+
+/// The rows of each `## ` section of `doc`: (key, default cell) from `| \`key\` | type | default |`.
+fn documented(doc: &str) -> BTreeMap<String, Vec<(String, String)>> {
+    let mut sections: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    let mut section = None;
+    for line in doc.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            section = Some(heading.trim_matches('`').to_string());
+            sections.entry(heading.trim_matches('`').to_string()).or_default();
+        } else if let (Some(s), Some(row)) = (&section, line.strip_prefix("| `")) {
+            let cells: Vec<&str> = row.split(" | ").collect();
+            let key = cells[0].trim_end_matches('`').to_string();
+            sections.get_mut(s).expect("section").push((key, cells.get(2).unwrap_or(&"").to_string()));
+        }
+    }
+    sections
+}
+
+/// What `docs/configuration.md` gets wrong about the config types: keys a type has and the doc
+/// lacks, keys the doc lists that no type has, sections no type has, and defaults (a TOML value
+/// in backticks, or `required`) that differ from the type's `Default`.
+fn reference_problems(doc: &str) -> Vec<String> {
+    use serde_aux::serde_introspection::serde_introspect as keys;
+    let table = |v: toml::Table| Some(v);
+    let defaults = |t: Result<toml::Table, toml::ser::Error>| table(t.expect("defaults serialise"));
+    let types: Vec<(&str, Vec<&str>, Option<toml::Table>)> = vec![
+        ("Top level", keys::<Config<toml::Table>>().to_vec(), None),
+        ("[[clusters]]", keys::<ClusterConfig>().to_vec(), None),
+        ("[[flows]]", flow_keys(), defaults(toml::Table::try_from(FlowConfig::new("a", "b")))),
+        ("[flows.scale_out]", keys::<ScaleOut>().to_vec(), defaults(toml::Table::try_from(ScaleOut::default()))),
+        ("[residency]", keys::<ResidencyConfig>().to_vec(), None),
+        ("[[residency.policies]]", keys::<crate::residency::ResidencyPolicy>().to_vec(), None),
+        ("[metrics]", keys::<MetricsConfig>().to_vec(), defaults(toml::Table::try_from(MetricsConfig::default()))),
+    ];
+    let mut doc = documented(doc);
+    let mut problems = Vec::new();
+    for (section, keys, defaults) in types {
+        let rows = doc.remove(section).unwrap_or_default();
+        let listed: BTreeSet<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
+        let keys: BTreeSet<&str> = keys.into_iter().collect();
+        problems.extend(keys.difference(&listed).map(|k| format!("{section} `{k}`: not documented")));
+        problems.extend(listed.difference(&keys).map(|k| format!("{section} `{k}`: documented, but no such key")));
+        for (key, cell) in rows.iter().filter(|_| defaults.is_some()) {
+            let default = defaults.as_ref().and_then(|d| d.get(key)).filter(|v| !v.is_table());
+            let written = cell.strip_prefix('`').and_then(|c| c.strip_suffix('`'));
+            let parsed = written.and_then(|w| toml::from_str::<toml::Table>(&format!("v = {w}")).ok());
+            match (default, parsed.as_ref().and_then(|p| p.get("v"))) {
+                (Some(d), Some(p)) if d != p => {
+                    problems.push(format!("{section} `{key}`: default {p} documented, {d} in the type"))
+                }
+                (Some(d), None) if cell != "required" => {
+                    problems.push(format!("{section} `{key}`: default {d} not documented as `{d}`"))
+                }
+                _ => {}
+            }
+        }
+    }
+    problems.extend(doc.into_keys().map(|s| format!("section {s}: no config type has it")));
+    problems
+}
+
+#[test]
+fn reference_documents_every_key() {
+    let problems = reference_problems(include_str!("../../../../docs/configuration.md"));
+    assert!(problems.is_empty(), "docs/configuration.md and the config types differ:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn reference_check_catches_an_undocumented_or_unknown_key() {
+    let doc = include_str!("../../../../docs/configuration.md");
+    let without = doc.replace("| `max_batch_bytes` |", "| `max_batch_bites` |");
+    let problems = reference_problems(&without);
+    assert!(problems.contains(&"[[flows]] `max_batch_bytes`: not documented".to_string()), "{problems:?}");
+    assert!(problems.contains(&"[[flows]] `max_batch_bites`: documented, but no such key".to_string()), "{problems:?}");
+    let wrong_default =
+        doc.replace("| `commit_interval_ms` | integer | `1000` |", "| `commit_interval_ms` | integer | `2000` |");
+    assert_eq!(reference_problems(&wrong_default).len(), 1, "the default is checked");
 }
