@@ -41,14 +41,20 @@ fn readme_example() -> String {
     readme[start..end].to_string()
 }
 
-#[test]
-fn readme_example_parses() {
-    let flows = Config::parse(&readme_example()).expect("README example is valid");
-    assert_eq!(flows.len(), 2);
+/// The complete example (README's today, `deploy/strait.example.toml` once the docs add it):
+/// two flows, one identity and exactly-once, SCRAM on the source.
+fn assert_complete_example(text: &str, what: &str) {
+    let flows = Config::parse(text).unwrap_or_else(|e| panic!("{what} is not valid: {e}"));
+    assert_eq!(flows.len(), 2, "{what}");
     assert_eq!(flows[0].name, "eu-west->us-east");
     assert_eq!(flows[1].policy, ReplicationPolicy::Identity { separator: ".".into() });
     assert_eq!(flows[1].delivery(), Delivery::ExactlyOnce { transaction_timeout: Duration::from_secs(60) });
     assert_eq!(flows[0].source.client.get("sasl.mechanism").map(String::as_str), Some("SCRAM-SHA-512"));
+}
+
+#[test]
+fn readme_example_parses() {
+    assert_complete_example(&readme_example(), "README's example");
 }
 
 #[test]
@@ -145,13 +151,12 @@ fn scale_out_settings_are_read_and_checked() {
     assert_eq!((flow.slots(), flow.scale_out.enabled), (1, false));
 }
 
-/// `deploy/strait.example.toml`, the complete example, parses when it exists (the docs add it).
+/// `deploy/strait.example.toml`, the complete example, when it exists (the docs add it).
 #[test]
 fn deploy_example_parses_if_present() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/strait.example.toml");
     if let Ok(text) = std::fs::read_to_string(&path) {
-        let flows = Config::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(!flows.is_empty(), "{} has no flow", path.display());
+        assert_complete_example(&text, &path.display().to_string());
     }
 }
 
