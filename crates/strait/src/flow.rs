@@ -116,7 +116,7 @@ impl Instance {
                         for slot in slots {
                             self.start_slot(slot);
                         }
-                        if self.slots.is_empty() && !self.flow.scale_out {
+                        if self.slots.is_empty() && !self.flow.scale_out.enabled {
                             return Err(ConnectError::fenced(
                                 format!("flow {}", self.flow.name),
                                 format!(
@@ -153,8 +153,8 @@ impl Instance {
     fn log_owned(&self) {
         let mut owned: Vec<u32> = self.slots.keys().copied().collect();
         owned.sort_unstable();
-        tracing::info!(flow = %self.flow.name, slots = ?owned, of = self.flow.slots, "slots owned by this instance");
-        metrics().set_slots_owned(&self.flow.source.alias, &self.flow.target.alias, self.flow.slots, &owned);
+        tracing::info!(flow = %self.flow.name, slots = ?owned, of = self.flow.slots(), "slots owned by this instance");
+        metrics().set_slots_owned(&self.flow.source.alias, &self.flow.target.alias, self.flow.slots(), &owned);
     }
 
     fn start_slot(&mut self, slot: u32) {
@@ -185,11 +185,11 @@ impl Instance {
                 format!("the data path ended: {e}"),
             ))
         });
-        let slots = self.flow.slots;
+        let slots = self.flow.slots();
         self.committed.forget(|topic, partition| slot_of(topic, partition, slots) == slot);
         tracing::info!(flow = %self.flow.name, slot, "slot stopped");
         match outcome {
-            Err(e @ ConnectError::Fenced { .. }) if self.flow.scale_out => {
+            Err(e @ ConnectError::Fenced { .. }) if self.flow.scale_out.enabled => {
                 tracing::info!(flow = %self.flow.name, slot, reason = %e, "slot taken over by another instance; dropping it");
                 Ok(())
             }
@@ -229,13 +229,13 @@ fn start_once_per_flow(flow: &Arc<Flow>) -> OncePerFlow {
         run_topic_config_sync(sync_flow, sync_cancel).await;
         Ok(())
     });
-    if flow.emit_heartbeats || flow.emit_checkpoints || flow.sync_group_offsets {
+    if flow.heartbeats.emit_heartbeats || flow.checkpoints.emit_checkpoints || flow.checkpoints.sync_group_offsets {
         match control_producer(&flow.target) {
             Ok(producer) => {
-                if flow.emit_heartbeats {
+                if flow.heartbeats.emit_heartbeats {
                     tasks.spawn(start_heartbeats(flow.clone(), producer.clone(), cancel.clone()));
                 }
-                if flow.emit_checkpoints || flow.sync_group_offsets {
+                if flow.checkpoints.emit_checkpoints || flow.checkpoints.sync_group_offsets {
                     tasks.spawn(run_checkpoints(flow.clone(), producer, cancel.clone()));
                 }
             }
@@ -277,9 +277,9 @@ async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: Canc
     };
     let config = RuntimeConfig {
         // Batches are split between the flow's slots too, bounding an instance's memory.
-        max_batch_records: flow.slot_share(flow.max_batch_records, 1_000),
-        max_batch_bytes: flow.slot_share(flow.max_batch_bytes, 1 << 20),
-        max_batch_wait: flow.commit_interval,
+        max_batch_records: flow.slot_share(flow.batching.max_batch_records, 1_000),
+        max_batch_bytes: flow.slot_share(flow.batching.max_batch_bytes, 1 << 20),
+        max_batch_wait: flow.batching.commit_interval,
         retry_backoff: BACKOFF_MIN,
         max_retry_backoff: BACKOFF_MAX,
         ..RuntimeConfig::default()

@@ -1,11 +1,14 @@
 //! `strait import-mm2`: a Strait config from a MirrorMaker 2 dedicated-mode properties file
 //! (`connect-mirror-maker.properties`): clusters and their security settings (under librdkafka's
 //! names), enabled `A->B` flows and the MM2 settings Strait has, per flow or global as MM2 reads
-//! them. Every key it cannot carry is returned with the reason, so nothing is dropped silently.
+//! them, built as Strait's config types ([`Config`], [`FlowConfig`]) and written as TOML with the
+//! settings that differ from Strait's defaults. Every key it cannot carry is returned with the
+//! reason, so nothing is dropped silently.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
-use toml::{Table, Value};
+use crate::config::{ClusterConfig, Config, DeliveryKind, FlowConfig, PolicyKind, SyncsLocation};
 
 /// The imported config and what could not be carried.
 pub struct Imported {
@@ -17,40 +20,92 @@ pub struct Imported {
     pub notes: Vec<String>,
 }
 
-/// MM2 flow settings Strait has: (MM2 key, Strait key, how the value converts).
-const FLOW_SETTINGS: &[(&str, &str, Convert)] = &[
-    ("topics", "topics", Convert::List),
-    ("topics.exclude", "topics_exclude", Convert::List),
-    ("topics.blacklist", "topics_exclude", Convert::List),
-    ("groups", "groups", Convert::List),
-    ("groups.exclude", "groups_exclude", Convert::List),
-    ("groups.blacklist", "groups_exclude", Convert::List),
-    ("replication.policy.class", "replication_policy", Convert::Policy),
-    ("replication.policy.separator", "separator", Convert::Text),
-    ("offset-syncs.topic.location", "offset_syncs_topic_location", Convert::Text),
-    ("sync.group.offsets.enabled", "sync_group_offsets", Convert::Bool),
-    ("sync.group.offsets.interval.seconds", "sync_group_offsets_interval_ms", Convert::SecondsToMs),
-    ("emit.checkpoints.enabled", "emit_checkpoints", Convert::Bool),
-    ("emit.checkpoints.interval.seconds", "emit_checkpoints_interval_ms", Convert::SecondsToMs),
-    ("emit.heartbeats.enabled", "emit_heartbeats", Convert::Bool),
-    ("emit.heartbeats.interval.seconds", "emit_heartbeats_interval_ms", Convert::SecondsToMs),
-    ("offset.lag.max", "offset_lag_max", Convert::Integer),
-    ("refresh.topics.interval.seconds", "refresh_topics_interval_ms", Convert::SecondsToMs),
-    ("refresh.groups.interval.seconds", "refresh_groups_interval_ms", Convert::SecondsToMs),
-    ("replication.factor", "replication_factor", Convert::Integer),
-    ("sync.topic.configs.enabled", "sync_topic_configs", Convert::Bool),
-    ("sync.topic.configs.interval.seconds", "sync_topic_configs_interval_ms", Convert::SecondsToMs),
-    ("config.properties.exclude", "sync_topic_configs_exclude", Convert::List),
+/// Sets one setting of a flow from an MM2 value; the error says what the value should be.
+type Setter = fn(&mut FlowConfig, &str) -> Result<(), &'static str>;
+
+/// A [`Setter`] of the flow's `$field` with the value `$convert`ed.
+macro_rules! set {
+    ($($field:ident).+, $convert:expr) => {
+        |f, v| {
+            f.$($field).+ = $convert(v)?;
+            Ok(())
+        }
+    };
+}
+
+/// MM2 flow settings Strait has: (MM2 key, how its value sets the flow's).
+const FLOW_SETTINGS: &[(&str, Setter)] = &[
+    ("topics", set!(routing.topics, strings)),
+    ("topics.exclude", set!(routing.topics_exclude, strings)),
+    ("topics.blacklist", set!(routing.topics_exclude, strings)),
+    ("groups", set!(routing.groups, strings)),
+    ("groups.exclude", set!(routing.groups_exclude, strings)),
+    ("groups.blacklist", set!(routing.groups_exclude, strings)),
+    ("replication.policy.class", set!(routing.replication_policy, policy)),
+    ("replication.policy.separator", set!(routing.separator, text)),
+    ("offset-syncs.topic.location", set!(writing.offset_syncs_topic_location, location)),
+    ("sync.group.offsets.enabled", set!(checkpoints.sync_group_offsets, boolean)),
+    ("sync.group.offsets.interval.seconds", set!(checkpoints.sync_group_offsets_interval, seconds)),
+    ("emit.checkpoints.enabled", set!(checkpoints.emit_checkpoints, boolean)),
+    ("emit.checkpoints.interval.seconds", set!(checkpoints.emit_checkpoints_interval, seconds)),
+    ("emit.heartbeats.enabled", set!(heartbeats.emit_heartbeats, boolean)),
+    ("emit.heartbeats.interval.seconds", set!(heartbeats.emit_heartbeats_interval, seconds)),
+    ("offset.lag.max", set!(writing.offset_lag_max, integer)),
+    ("refresh.topics.interval.seconds", set!(reading.refresh_topics_interval, seconds)),
+    ("refresh.groups.interval.seconds", set!(checkpoints.refresh_groups_interval, seconds)),
+    ("replication.factor", set!(writing.replication_factor, integer)),
+    ("sync.topic.configs.enabled", set!(topic_configs.sync_topic_configs, boolean)),
+    ("sync.topic.configs.interval.seconds", set!(topic_configs.sync_topic_configs_interval, seconds)),
+    ("config.properties.exclude", set!(topic_configs.sync_topic_configs_exclude, patterns)),
 ];
 
-#[derive(Clone, Copy)]
-enum Convert {
-    List,
-    Text,
-    Bool,
-    Integer,
-    SecondsToMs,
-    Policy,
+/// A comma-separated MM2 list.
+fn list(value: &str) -> Vec<String> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+}
+
+fn strings(value: &str) -> Result<Vec<String>, &'static str> {
+    Ok(list(value))
+}
+
+fn text(value: &str) -> Result<String, &'static str> {
+    Ok(value.trim().into())
+}
+
+fn integer<T: std::str::FromStr>(value: &str) -> Result<T, &'static str> {
+    value.trim().parse().map_err(|_| "not an integer in range")
+}
+
+fn boolean(value: &str) -> Result<bool, &'static str> {
+    value.trim().parse().map_err(|_| "not true or false")
+}
+
+/// MM2's `*.interval.seconds`.
+fn seconds(value: &str) -> Result<Duration, &'static str> {
+    value.trim().parse().map(Duration::from_secs).map_err(|_| "not a whole number of seconds")
+}
+
+fn policy(value: &str) -> Result<PolicyKind, &'static str> {
+    match value.trim().rsplit('.').next() {
+        Some("DefaultReplicationPolicy") => Ok(PolicyKind::Default),
+        Some("IdentityReplicationPolicy") => Ok(PolicyKind::Identity),
+        _ => Err("only MM2's DefaultReplicationPolicy and IdentityReplicationPolicy exist in Strait"),
+    }
+}
+
+fn location(value: &str) -> Result<SyncsLocation, &'static str> {
+    match value.trim() {
+        "source" => Ok(SyncsLocation::Source),
+        "target" => Ok(SyncsLocation::Target),
+        _ => Err("not source or target"),
+    }
+}
+
+/// Topic config name regexes, compiled as the config reads them.
+fn patterns(value: &str) -> Result<crate::rules::Patterns, &'static str> {
+    toml::Value::Array(list(value).into_iter().map(toml::Value::String).collect())
+        .try_into()
+        .map_err(|_| "a regex that does not compile")
 }
 
 /// Why a key that is not a Strait setting is left out.
@@ -99,33 +154,6 @@ fn jaas_credentials(jaas: &str) -> Option<(String, String)> {
     Some((field("username")?, field("password")?))
 }
 
-fn convert(key: &str, value: &str, how: Convert) -> Result<Value, String> {
-    let bad = |what: &str| format!("{key} = {value:?}: {what}");
-    Ok(match how {
-        Convert::List => Value::Array(
-            value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| Value::String(s.into())).collect(),
-        ),
-        Convert::Text => Value::String(value.trim().into()),
-        Convert::Bool => Value::Boolean(value.trim().parse().map_err(|_| bad("not true or false"))?),
-        Convert::Integer => Value::Integer(value.trim().parse().map_err(|_| bad("not an integer"))?),
-        Convert::SecondsToMs => {
-            Value::Integer(value.trim().parse::<i64>().map_err(|_| bad("not a number of seconds"))? * 1000)
-        }
-        Convert::Policy => Value::String(
-            match value.trim().rsplit('.').next() {
-                Some("DefaultReplicationPolicy") => "default",
-                Some("IdentityReplicationPolicy") => "identity",
-                _ => {
-                    return Err(bad(
-                        "only MM2's DefaultReplicationPolicy and IdentityReplicationPolicy exist in Strait",
-                    ))
-                }
-            }
-            .into(),
-        ),
-    })
-}
-
 /// Imports `props` (an MM2 properties file, read). Errors: no `clusters`, a cluster without
 /// `bootstrap.servers`, or a value that does not convert, naming the key.
 pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
@@ -136,39 +164,31 @@ pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
         used.insert(key.to_string());
         Some(v.clone())
     };
-    let aliases: Vec<String> = get("clusters", &mut used)
-        .ok_or("clusters: missing (MM2's list of cluster aliases)")?
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let aliases = list(&get("clusters", &mut used).ok_or("clusters: missing (MM2's list of cluster aliases)")?);
     let mut clusters = Vec::new();
     for alias in &aliases {
-        let mut cluster = Table::new();
-        cluster.insert("alias".into(), Value::String(alias.clone()));
-        let servers = get(&format!("{alias}.bootstrap.servers"), &mut used)
+        let bootstrap_servers = get(&format!("{alias}.bootstrap.servers"), &mut used)
             .ok_or_else(|| format!("{alias}.bootstrap.servers: missing"))?;
-        cluster.insert("bootstrap_servers".into(), Value::String(servers));
         // A cluster's own setting wins over the global one, as in MM2.
         let setting =
             |name: &str, used: &mut HashSet<String>| get(&format!("{alias}.{name}"), used).or_else(|| get(name, used));
-        let mut client = Table::new();
+        let mut client = BTreeMap::new();
         if let Some(v) = setting("security.protocol", &mut used) {
-            client.insert("security.protocol".into(), Value::String(v));
+            client.insert("security.protocol".into(), v);
         }
         if let Some(v) = setting("sasl.mechanism", &mut used) {
-            client.insert("sasl.mechanisms".into(), Value::String(v));
+            client.insert("sasl.mechanisms".into(), v);
         }
         if let Some(jaas) = setting("sasl.jaas.config", &mut used) {
             let (user, password) = jaas_credentials(&jaas).ok_or_else(|| {
                 format!("{alias}.sasl.jaas.config: only PlainLoginModule and ScramLoginModule with username and password can be carried")
             })?;
-            client.insert("sasl.username".into(), Value::String(user));
-            client.insert("sasl.password".into(), Value::String(password));
+            client.insert("sasl.username".into(), user);
+            client.insert("sasl.password".into(), password);
         }
         if let Some(v) = setting("ssl.endpoint.identification.algorithm", &mut used) {
             let v = if v.trim().is_empty() { "none".to_string() } else { v };
-            client.insert("ssl.endpoint.identification.algorithm".into(), Value::String(v));
+            client.insert("ssl.endpoint.identification.algorithm".into(), v);
         }
         // Stores librdkafka cannot read stay unused, so they are listed with the reason.
         let store_type = |name: &str| {
@@ -177,24 +197,21 @@ pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
         if store_type("ssl.truststore.type").as_deref() == Some("PEM") {
             setting("ssl.truststore.type", &mut used);
             if let Some(v) = setting("ssl.truststore.location", &mut used) {
-                client.insert("ssl.ca.location".into(), Value::String(v));
+                client.insert("ssl.ca.location".into(), v);
             }
         }
         if store_type("ssl.keystore.type").as_deref() == Some("PKCS12") {
             setting("ssl.keystore.type", &mut used);
             for name in ["ssl.keystore.location", "ssl.keystore.password"] {
                 if let Some(v) = setting(name, &mut used) {
-                    client.insert(name.into(), Value::String(v));
+                    client.insert(name.into(), v);
                 }
             }
         }
         if let Some(v) = setting("ssl.key.password", &mut used) {
-            client.insert("ssl.key.password".into(), Value::String(v));
+            client.insert("ssl.key.password".into(), v);
         }
-        if !client.is_empty() {
-            cluster.insert("client".into(), Value::Table(client));
-        }
-        clusters.push(Value::Table(cluster));
+        clusters.push(ClusterConfig { alias: alias.clone(), bootstrap_servers, zones: Vec::new(), client });
     }
     let mut flows = Vec::new();
     let mut enabled: Vec<(String, String)> = props
@@ -207,191 +224,60 @@ pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
         .collect();
     enabled.sort();
     for (source, target) in enabled {
-        let mut flow = Table::new();
-        flow.insert("source".into(), Value::String(source.clone()));
-        flow.insert("target".into(), Value::String(target.clone()));
-        for &(mm2, strait, how) in FLOW_SETTINGS {
+        let mut flow = FlowConfig::new(&source, &target);
+        let mut location_set = false;
+        for &(mm2, set) in FLOW_SETTINGS {
             let flow_key = format!("{source}->{target}.{mm2}");
             let value = get(&flow_key, &mut used)
                 .map(|v| (flow_key, v))
                 .or_else(|| get(mm2, &mut used).map(|v| (mm2.to_string(), v)));
             if let Some((key, value)) = value {
-                flow.insert(strait.into(), convert(&key, &value, how)?);
+                set(&mut flow, &value).map_err(|why| format!("{key} = {value:?}: {why}"))?;
+                location_set |= mm2 == "offset-syncs.topic.location";
             }
         }
         let eos = get(&format!("{target}.exactly.once.source.support"), &mut used)
             .or_else(|| get("exactly.once.source.support", &mut used))
             .is_some_and(|v| v.trim() == "enabled");
         if eos {
-            flow.insert("delivery".into(), Value::String("exactly_once".into()));
+            flow.writing.delivery = DeliveryKind::ExactlyOnce;
         }
-        if !flow.contains_key("offset_syncs_topic_location") {
+        if !location_set {
             // MM2's default place: Strait goes on reading and writing the syncs MM2 left there,
             // so group offsets MM2 replicated still translate after the cut-over.
-            let location = if eos { "target" } else { "source" };
-            flow.insert("offset_syncs_topic_location".into(), Value::String(location.into()));
+            flow.writing.offset_syncs_topic_location = if eos { SyncsLocation::Target } else { SyncsLocation::Source };
             notes.push(if eos {
                 format!("{source}->{target}: offset syncs go to the target (exactly-once writes them in its transactions), not to the source where MM2 kept them by default; group offsets MM2 replicated will translate once Strait's own syncs cover them")
             } else {
                 format!("{source}->{target}: offset syncs stay on the source, MM2's default, so the syncs MM2 wrote keep translating group offsets (Strait's own default, \"target\", writes nothing to the source)")
             });
         }
-        flows.push(Value::Table(flow));
+        flows.push(flow);
     }
-    let mut root = Table::new();
-    root.insert("clusters".into(), Value::Array(clusters));
-    root.insert("flows".into(), Value::Array(flows));
-    let toml = toml::to_string(&root).map_err(|e| format!("cannot write TOML: {e}"))?;
+    let config = Config { clusters, flows, residency: Default::default(), metrics: None };
+    let toml = to_toml(&config).map_err(|e| format!("cannot write TOML: {e}"))?;
     let dropped: BTreeMap<String, String> =
         props.keys().filter(|k| !used.contains(*k)).map(|k| (k.clone(), reason(k).to_string())).collect();
     Ok(Imported { toml, dropped: dropped.into_iter().collect(), notes })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn props(text: &str) -> HashMap<String, String> {
-        java_properties::read(text.as_bytes()).unwrap()
-    }
-
-    #[test]
-    fn mm2_properties_become_a_valid_strait_config_and_the_rest_is_listed() {
-        let imported = import(&props(
-            "clusters = eu, us\n\
-             eu.bootstrap.servers = kafka-eu:9092\n\
-             us.bootstrap.servers = kafka-us:9092\n\
-             eu->us.enabled = true\n\
-             us->eu.enabled = false\n\
-             eu->us.topics = orders.*, payments\n\
-             topics.exclude = .*\\\\.tmp\n\
-             replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n\
-             emit.checkpoints.interval.seconds = 20\n\
-             sync.group.offsets.enabled = true\n\
-             us.security.protocol = SASL_SSL\n\
-             us.sasl.mechanism = SCRAM-SHA-512\n\
-             us.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username=\"strait\" password=\"pw\";\n\
-             tasks.max = 4\n\
-             checkpoints.topic.replication.factor = 1\n\
-             us.producer.linger.ms = 20\n",
-        ))
-        .unwrap();
-        let flows = crate::config::Config::parse(&imported.toml).unwrap_or_else(|e| panic!("{e}\n{}", imported.toml));
-        assert_eq!(flows.len(), 1, "{}", imported.toml);
-        let flow = &flows[0];
-        assert_eq!(flow.name, "eu->us");
-        assert!(flow.replicates("orders.x") && flow.replicates("payments") && !flow.replicates("orders.x.tmp"));
-        assert_eq!(flow.policy.remote_topic("eu", "orders"), "orders", "identity policy");
-        assert_eq!(flow.emit_checkpoints_interval, std::time::Duration::from_secs(20));
-        assert!(flow.sync_group_offsets);
-        assert_eq!(flow.target.client.get("sasl.username").map(String::as_str), Some("strait"));
-        assert_eq!(flow.target.client.get("sasl.mechanisms").map(String::as_str), Some("SCRAM-SHA-512"));
-        let dropped: Vec<&str> = imported.dropped.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(dropped, ["checkpoints.topic.replication.factor", "tasks.max", "us.producer.linger.ms"]);
-        assert!(imported.dropped[2].1.contains("librdkafka"), "{:?}", imported.dropped);
-        assert_eq!(flow.offset_syncs_location, crate::config::SyncsLocation::Source, "MM2's default place kept");
-        assert_eq!(imported.notes.len(), 1, "{:?}", imported.notes);
-    }
-
-    /// Each flow of `imported` by name.
-    fn flows(imported: &Imported) -> HashMap<String, crate::config::Flow> {
-        let flows = crate::config::Config::parse(&imported.toml).unwrap_or_else(|e| panic!("{e}\n{}", imported.toml));
-        flows.into_iter().map(|f| (f.name.clone(), f)).collect()
-    }
-
-    fn dropped(imported: &Imported) -> Vec<&str> {
-        imported.dropped.iter().map(|(k, _)| k.as_str()).collect()
-    }
-
-    #[test]
-    fn kafka_docs_example() {
-        let imported = import(&props(include_str!("../tests/mm2-properties/docs-example.properties"))).unwrap();
-        let flows = flows(&imported);
-        let mut names: Vec<&String> = flows.keys().collect();
-        names.sort();
-        assert_eq!(names, ["A->B", "B->A"]);
-        let ab = &flows["A->B"];
-        assert_eq!(ab.source.bootstrap_servers, "a1.example:9092, a2.example:9092, a3.example:9092");
-        assert_eq!(ab.replication_factor, 1);
-        assert!(ab.replicates("anything") && !ab.replicates("B.anything"), "cycle rule");
-        assert_eq!(ab.offset_syncs_location, crate::config::SyncsLocation::Source);
-        assert_eq!(
-            dropped(&imported),
-            [
-                "checkpoints.topic.replication.factor",
-                "config.storage.replication.factor",
-                "heartbeats.topic.replication.factor",
-                "offset-syncs.topic.replication.factor",
-                "offset.storage.replication.factor",
-                "status.storage.replication.factor"
-            ]
-        );
-    }
-
-    #[test]
-    fn strimzi_style_with_tls_stores() {
-        let imported = import(&props(include_str!("../tests/mm2-properties/strimzi-style.properties"))).unwrap();
-        let flows = flows(&imported);
-        assert_eq!(flows.len(), 1);
-        let f = &flows["source->target"];
-        assert_eq!(f.policy.remote_topic("source", "orders.eu"), "orders.eu", "identity");
-        assert!(f.replicates("orders.eu") && f.replicates("payments.x") && !f.replicates("orders-internal"));
-        assert!(f.sync_group_offsets && f.groups.matches("billing") && !f.groups.matches("connect-x"));
-        assert_eq!(f.offset_syncs_location, crate::config::SyncsLocation::Target);
-        assert_eq!(f.sync_group_offsets_interval, std::time::Duration::from_secs(60));
-        assert_eq!(f.refresh_topics_interval, std::time::Duration::from_secs(600));
-        assert_eq!(f.source.client.get("security.protocol").map(String::as_str), Some("SSL"));
-        assert!(!f.source.client.contains_key("ssl.ca.location"), "a PKCS#12 truststore is not a CA file");
-        let target = &f.target.client;
-        assert_eq!(target.get("ssl.keystore.location").map(String::as_str), Some("/opt/kafka/user-certs/target.p12"));
-        assert_eq!(target.get("ssl.ca.location").map(String::as_str), Some("/opt/kafka/cluster-ca-certs/target.crt"));
-        let dropped = dropped(&imported);
-        for key in [
-            "source.ssl.truststore.type",
-            "source.ssl.truststore.location",
-            "source.ssl.truststore.password",
-            "tasks.max",
-            "key.converter",
-            "value.converter",
-        ] {
-            assert!(dropped.contains(&key), "{key} listed: {dropped:?}");
+/// `config` as TOML, each flow with only the keys that differ from Strait's defaults (and
+/// `offset_syncs_topic_location`, which the import always decides), without `[residency]`.
+fn to_toml(config: &Config) -> Result<String, toml::ser::Error> {
+    let mut root = toml::Table::try_from(config)?;
+    root.remove("residency");
+    if let Some(toml::Value::Array(flows)) = root.get_mut("flows") {
+        for (flow, written) in config.flows.iter().zip(flows.iter_mut()) {
+            let defaults = toml::Table::try_from(FlowConfig::new(&flow.routing.source, &flow.routing.target))?;
+            if let toml::Value::Table(written) = written {
+                written.retain(|k, v| {
+                    k == "source" || k == "target" || k == "offset_syncs_topic_location" || defaults.get(k) != Some(v)
+                });
+            }
         }
-        assert!(imported.notes.is_empty(), "{:?}", imported.notes);
     }
-
-    #[test]
-    fn sasl_ssl_with_several_flows() {
-        let text = include_str!("../tests/mm2-properties/sasl-ssl-several-flows.properties");
-        let imported = import(&props(text)).unwrap();
-        let flows = flows(&imported);
-        assert_eq!(flows.len(), 3, "ap->eu is disabled");
-        let (eu_us, us_eu, eu_ap) = (&flows["eu->us"], &flows["us->eu"], &flows["eu->ap"]);
-        assert!(eu_us.replicates("orders") && eu_us.replicates("customers") && !eu_us.replicates("catalog"));
-        assert!(us_eu.replicates("billing.x") && !us_eu.emit_checkpoints);
-        assert!(eu_ap.replicates("catalog") && eu_ap.emit_checkpoints);
-        assert!(matches!(eu_us.delivery, crate::config::Delivery::ExactlyOnce { .. }), "exactly-once into us");
-        assert_eq!(eu_us.offset_syncs_location, crate::config::SyncsLocation::Target, "exactly-once needs the target");
-        assert_eq!(eu_ap.offset_syncs_location, crate::config::SyncsLocation::Source);
-        assert_eq!(eu_us.policy.remote_topic("eu", "orders"), "eu_orders", "separator");
-        assert_eq!(eu_us.offset_lag_max, 500);
-        assert_eq!(eu_us.emit_heartbeats_interval, std::time::Duration::from_secs(5));
-        assert!(eu_us.sync_topic_configs_interval.is_none());
-        for f in [eu_us, us_eu] {
-            assert_eq!(f.source.client.get("sasl.username").map(String::as_str), Some("mm2"));
-            assert_eq!(f.source.client.get("sasl.mechanisms").map(String::as_str), Some("SCRAM-SHA-512"));
-            assert_eq!(f.source.client.get("ssl.ca.location").map(String::as_str), Some("/etc/kafka/ca.pem"));
-        }
-        let ap = &eu_ap.target.client;
-        assert_eq!(ap.get("sasl.username").map(String::as_str), Some("mm2-ap"), "the cluster's own setting wins");
-        assert_eq!(ap.get("sasl.password").map(String::as_str), Some("ap-secret"));
-        assert!(dropped(&imported).is_empty(), "{:?}", imported.dropped);
-    }
-
-    #[test]
-    fn errors_name_the_key() {
-        assert!(import(&props("a.bootstrap.servers = x\n")).err().unwrap().starts_with("clusters"));
-        assert!(import(&props("clusters = a\n")).err().unwrap().starts_with("a.bootstrap.servers"));
-        let bad = "clusters = a, b\na.bootstrap.servers = x\nb.bootstrap.servers = y\na->b.enabled = true\nreplication.policy.class = com.acme.Custom\n";
-        assert!(import(&props(bad)).err().unwrap().starts_with("replication.policy.class"));
-    }
+    toml::to_string(&root)
 }
+
+#[cfg(test)]
+mod tests;

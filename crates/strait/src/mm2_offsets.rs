@@ -37,7 +37,7 @@ fn next_offset(value: &[u8]) -> Option<i64> {
 /// cannot be read.
 pub async fn load(flow: &Flow) -> Result<Positions, KafkaError> {
     let reader = StateReader::new(&flow.target, "strait-mm2-offsets-reader")?;
-    let (topic, alias) = (flow.mm2_offsets_topic.clone(), flow.source.alias.clone());
+    let (topic, alias) = (flow.mm2_offsets_topic().clone(), flow.source.alias.clone());
     blocking(move || {
         let mut out = Positions::new();
         for partition in 0..reader.partition_count(&topic)? {

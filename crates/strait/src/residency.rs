@@ -2,24 +2,24 @@
 //! `[residency]` config types; a leaf below [`crate::config`].
 
 use regex::Regex;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::rules::{compile, err, ConfigError};
 
 /// Residency: which topics may be written to which zones (`[residency]`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResidencyConfig {
     /// What happens to a topic that no policy names: `allow` (default) or `deny`.
     #[serde(default)]
     pub default: ResidencyDefault,
     /// Policies; a topic named by several must pass them all.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<ResidencyPolicy>,
 }
 
 /// The rule for topics that no residency policy names.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResidencyDefault {
     /// Replicate anywhere.
@@ -30,7 +30,7 @@ pub enum ResidencyDefault {
 }
 
 /// One residency policy (`[[residency.policies]]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResidencyPolicy {
     /// Name used in logs and errors.

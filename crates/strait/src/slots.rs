@@ -172,17 +172,17 @@ impl SlotGroup {
             format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", flow.target.alias);
         let admin = Admin::new(&flow.target).map_err(|e| connect_error(&what, e))?;
         let existing = admin.describe(&topic).await.map_err(|e| connect_error(&what, e))?;
-        let slots = usize::try_from(flow.slots).map_err(|e| ConnectError::backend("the slot count", e))?;
+        let slots = usize::try_from(flow.slots()).map_err(|e| ConnectError::backend("the slot count", e))?;
         match existing {
             None => admin
-                .create_topic(&topic, slots, flow.replication_factor, &[])
+                .create_topic(&topic, slots, flow.writing.replication_factor, &[])
                 .await
                 .map_err(|e| connect_error(&what, e))?,
             Some(info) if info.partitions != slots => resize(flow, &admin, info.partitions, slots).await?,
             Some(_) => {}
         }
-        let session_ms = flow.session_timeout.as_millis().to_string();
-        let heartbeat_ms = (flow.session_timeout.as_millis() / 5).max(100).to_string();
+        let session_ms = flow.scale_out.session_timeout.as_millis().to_string();
+        let heartbeat_ms = (flow.scale_out.session_timeout.as_millis() / 5).max(100).to_string();
         let (events, received) = mpsc::unbounded_channel();
         let leaving = Arc::new(AtomicBool::new(false));
         let context = GroupContext { events: events.clone(), leaving: leaving.clone(), flow: flow.name.clone() };
@@ -200,7 +200,7 @@ impl SlotGroup {
             .map_err(|e| ConnectError::backend(format!("slot group consumer on {}", flow.target.alias), e))?;
         consumer.subscribe(&[&topic]).map_err(|e| connect_error(format!("join group {}", flow.slots_group()), e))?;
         let (stop, name) = (leaving.clone(), flow.name.clone());
-        let (refused, session) = (events.clone(), flow.session_timeout.as_millis());
+        let (refused, session) = (events.clone(), flow.scale_out.session_timeout.as_millis());
         let group = flow.slots_group();
         let thread = std::thread::Builder::new()
             .name("strait-slots".into())
@@ -233,7 +233,7 @@ impl SlotGroup {
                 drop(consumer);
             })
             .map_err(|e| ConnectError::backend("start the slot group thread", e))?;
-        tracing::info!(flow = %flow.name, group = %flow.slots_group(), slots = flow.slots, "joined the flow's slot group");
+        tracing::info!(flow = %flow.name, group = %flow.slots_group(), slots = flow.slots(), "joined the flow's slot group");
         Ok((Self { leaving, thread: Some(thread) }, received))
     }
 

@@ -58,7 +58,7 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
         Ok((s, t)) => (Arc::new(s), Arc::new(t)),
         Err(e) => return tracing::error!(flow = %flow.name, error = %e, "lag readings cannot start"),
     };
-    let mut tick = tokio::time::interval(LAG_INTERVAL.min(flow.progress_log_interval));
+    let mut tick = tokio::time::interval(LAG_INTERVAL.min(flow.reading.progress_log_interval));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut gauges: HashMap<(String, i32), Gauge> = HashMap::new();
     let (mut last_log, mut nexts_then) = (Instant::now(), None::<HashMap<(String, i32), i64>>);
@@ -116,7 +116,7 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
                 .set(lag);
         }
         let elapsed = last_log.elapsed();
-        if elapsed >= flow.progress_log_interval {
+        if elapsed >= flow.reading.progress_log_interval {
             if let (true, Some(then)) = (total_lag > 0, &nexts_then) {
                 let rate = (copied_since(then, &nexts) as f64 / elapsed.as_secs_f64()).round() as u64;
                 tracing::info!(flow = %flow.name, records_per_s = rate, lag = total_lag, "catching up");

@@ -20,13 +20,13 @@ use crate::kafka::{acked, enqueue, ControlProducer};
 /// Creates the `heartbeats` topic on `flow`'s target (one partition, compacted, as MM2 creates
 /// it) unless it exists. Errors: the target refuses or does not answer.
 pub async fn ensure_heartbeats_topic(flow: &Flow) -> Result<(), KafkaError> {
-    Admin::new(&flow.target)?.create_state_topic(HEARTBEATS_TOPIC, flow.replication_factor).await
+    Admin::new(&flow.target)?.create_state_topic(HEARTBEATS_TOPIC, flow.writing.replication_factor).await
 }
 
 /// Writes heartbeats for `flow` with `producer` until `cancel`, once the topic exists
 /// ([`ensure_heartbeats_topic`]); failures are logged and retried at the next tick.
 pub async fn run_heartbeats(flow: Arc<Flow>, producer: ControlProducer, cancel: CancellationToken) {
-    let mut tick = tokio::time::interval(flow.emit_heartbeats_interval);
+    let mut tick = tokio::time::interval(flow.heartbeats.emit_heartbeats_interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {

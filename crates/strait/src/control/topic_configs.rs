@@ -18,7 +18,7 @@ use crate::config::Flow;
 /// Syncs `flow`'s topic configs every interval until `cancel`; a failed round is logged and
 /// tried again at the next one. Does nothing when the flow has sync turned off.
 pub async fn run_topic_config_sync(flow: Arc<Flow>, cancel: CancellationToken) {
-    let Some(interval) = flow.sync_topic_configs_interval else { return };
+    let Some(interval) = flow.topic_configs.interval() else { return };
     let admins = Admin::new(&flow.source).and_then(|s| Ok((s, Admin::new(&flow.target)?)));
     let (source, target) = match admins {
         Ok(admins) => admins,
@@ -50,7 +50,7 @@ async fn sync(flow: &Flow, source: &Admin, target: &Admin) -> Result<(), KafkaEr
     let mut on_target = target.explicit_configs(&existing).await?;
     for (topic, remote) in topics.iter().zip(&remotes) {
         let (Some(wanted), Some(current)) = (on_source.remove(topic), on_target.remove(remote)) else { continue };
-        let changes: Vec<(String, String)> = replicable(wanted, &flow.sync_topic_configs_exclude)
+        let changes: Vec<(String, String)> = replicable(wanted, &flow.topic_configs.sync_topic_configs_exclude)
             .into_iter()
             .filter(|(k, v)| current.get(k) != Some(v))
             .collect();

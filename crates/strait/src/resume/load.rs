@@ -23,7 +23,7 @@ pub async fn stored(flow: &Flow) -> ConnectResult<Stored> {
     let target_ends = target_ends(flow, &strait).await?;
     let mm2 = mm2_offsets::load(flow)
         .await
-        .map_err(|e| ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic, flow.target.alias), e))?;
+        .map_err(|e| ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic(), flow.target.alias), e))?;
     Ok(Stored { strait, target_ends, mm2 })
 }
 

@@ -54,7 +54,7 @@ impl AtLeastOnce {
         syncs_topic: &str,
     ) -> ConnectResult<Self> {
         let service = producer_service(flow, slot, Some(STATE_TRANSACTION_TIMEOUT), STATE_SETTINGS).await?;
-        let source_syncs = match flow.offset_syncs_location {
+        let source_syncs = match flow.writing.offset_syncs_topic_location {
             SyncsLocation::Target => None,
             SyncsLocation::Source => Some(
                 control_producer(syncs_cluster)
@@ -71,7 +71,7 @@ impl AtLeastOnce {
         );
         Ok(Self {
             state: StateTask::new(writer),
-            stall_bound: flow.session_timeout / 2,
+            stall_bound: flow.scale_out.session_timeout / 2,
             last_call: Instant::now(),
             must_prove: false,
             unproven: HashSet::new(),

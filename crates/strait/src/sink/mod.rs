@@ -95,14 +95,14 @@ impl TargetSink {
         let target_id = cluster_id(&flow.target).await?;
         let source_id = cluster_id(&flow.source).await?;
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
-        let rf = flow.replication_factor;
+        let rf = flow.writing.replication_factor;
         for (cluster, topic) in [(&flow.target, POSITIONS_TOPIC), (syncs_cluster, syncs_topic.as_str())] {
             let what =
                 format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", cluster.alias);
             let admin = Admin::new(cluster).map_err(|e| connect_error(&what, e))?;
             admin.create_state_topic(topic, rf).await.map_err(|e| connect_error(&what, e))?;
         }
-        let transaction_timeout = match flow.delivery {
+        let transaction_timeout = match flow.delivery() {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
@@ -110,7 +110,7 @@ impl TargetSink {
         let mode = Mode::start(&flow, slot, syncs_cluster, &syncs_topic).await?;
         let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
         let writer = Writer {
-            syncs: OffsetSyncWriter::new(flow.offset_lag_max),
+            syncs: OffsetSyncWriter::new(flow.writing.offset_lag_max),
             stats: SinkMetrics::new(&flow),
             syncs_topic,
             last: HashMap::new(),

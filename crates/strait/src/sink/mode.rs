@@ -31,7 +31,7 @@ impl Mode {
         syncs_cluster: &ClusterConfig,
         syncs_topic: &str,
     ) -> ConnectResult<Self> {
-        Ok(match flow.delivery {
+        Ok(match flow.delivery() {
             Delivery::AtLeastOnce => {
                 Self::AtLeastOnce(Box::new(AtLeastOnce::start(flow, slot, syncs_cluster, syncs_topic).await?))
             }

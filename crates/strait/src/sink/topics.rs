@@ -156,13 +156,13 @@ impl TopicRouter {
             None => {
                 let configs: Vec<(String, String)> = self
                     .source
-                    .replicable_configs(topic, &self.flow.sync_topic_configs_exclude)
+                    .replicable_configs(topic, &self.flow.topic_configs.sync_topic_configs_exclude)
                     .await
                     .map_err(|e| fail("read source topic configs", e))?
                     .into_iter()
                     .collect();
                 self.target
-                    .create_topic(target, source_partitions, self.flow.replication_factor, &configs)
+                    .create_topic(target, source_partitions, self.flow.writing.replication_factor, &configs)
                     .await
                     .map_err(|e| fail("create target topic", e))?;
                 tracing::info!(flow = %self.flow.name, topic, target, partitions = source_partitions, configs = ?configs, "created target topic");

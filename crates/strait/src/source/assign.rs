@@ -53,7 +53,7 @@ impl KafkaSource {
             fresh.extend(
                 (0..partitions)
                     .filter_map(|p| i32::try_from(p).ok())
-                    .filter(|p| slot_of(&topic, *p, self.flow.slots) == self.slot)
+                    .filter(|p| slot_of(&topic, *p, self.flow.slots()) == self.slot)
                     .filter(|p| !self.assigned.contains(&(topic.clone(), *p)))
                     .map(|p| (topic.clone(), p)),
             );
@@ -64,7 +64,7 @@ impl KafkaSource {
         if fresh.is_empty() {
             return Ok(selected);
         }
-        let rules = Rules { start_from: self.flow.start_from, on_source_gap: self.flow.on_source_gap };
+        let rules = Rules { start_from: self.flow.reading.start_from, on_source_gap: self.flow.reading.on_source_gap };
         let source = resume::Source {
             assigned: &self.assigned,
             recreated_in_run: self.recreations.recreated(),

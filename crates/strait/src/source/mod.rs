@@ -164,7 +164,7 @@ impl KafkaSource {
     /// Starts listing the source's topics on a blocking thread; the next refresh is due one
     /// `refresh_topics_interval_ms` from now.
     fn list_topics(&mut self) -> JoinHandle<Listed> {
-        self.next_refresh = Instant::now() + self.flow.refresh_topics_interval;
+        self.next_refresh = Instant::now() + self.flow.reading.refresh_topics_interval;
         let (reader, flow) = (self.reader.clone(), self.flow.clone());
         tokio::task::spawn_blocking(move || {
             let client = reader.consumer().client();

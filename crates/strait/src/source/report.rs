@@ -17,7 +17,7 @@ pub(super) fn log(flow: &Flow, report: &[Event]) {
                 );
             }
             Event::FromMm2 { partitions } => tracing::info!(
-                flow = %flow.name, topic = %flow.mm2_offsets_topic, partitions,
+                flow = %flow.name, topic = %flow.mm2_offsets_topic(), partitions,
                 "resuming source partitions Strait has no position for where MirrorMaker 2 stopped"
             ),
             Event::RecreatedWhileStopped { topic, old_id, new_id } => {

@@ -50,7 +50,7 @@ async fn paused(prefix: &str, scale_out: bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let paused_slots = loop {
         let (sa, sb) = (owned(&a).unwrap_or_default(), b.as_ref().and_then(owned).unwrap_or_default());
-        if !sa.is_empty() && (!scale_out || !sb.is_empty()) && sa.union(&sb).count() == flow.slots as usize {
+        if !sa.is_empty() && (!scale_out || !sb.is_empty()) && sa.union(&sb).count() == flow.slots() as usize {
             break sa;
         }
         assert!(Instant::now() < deadline, "slots not shared: {sa:?} {sb:?}");
@@ -76,7 +76,11 @@ async fn paused(prefix: &str, scale_out: bool) {
         assert!(logs.contains("another instance"), "the woken instance says why it stopped: {logs}");
     }
     let b = b.logs();
-    assert_eq!(moved.len(), flow.slots as usize, "the paused instance's slots {paused_slots:?} moved: {moved:?}\n{b}");
+    assert_eq!(
+        moved.len(),
+        flow.slots() as usize,
+        "the paused instance's slots {paused_slots:?} moved: {moved:?}\n{b}"
+    );
 
     let seen = sequence_report(&f.b, &f.remote, PARTITIONS, PER_PARTITION);
     let missing: usize = seen.values().map(|s| s.missing).sum();
@@ -87,7 +91,7 @@ async fn paused(prefix: &str, scale_out: bool) {
     // between rounds): one or two. Four rounds bound it; before the proof, the whole pause (15
     // to 20 rounds) was copied again.
     let per_ms = (PARTITIONS as usize * PER_PARTITION) as f64 / production.as_millis().max(1) as f64;
-    let share = paused_slots.len() as f64 / flow.slots as f64;
+    let share = paused_slots.len() as f64 / flow.slots() as f64;
     let batch = (per_ms * share * COMMIT_INTERVAL_MS as f64) as usize;
     let round = (PARTITIONS as usize * PER_PARTITION / ROUNDS) as f64 * share;
     eprintln!(

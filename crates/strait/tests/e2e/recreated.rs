@@ -81,7 +81,7 @@ async fn recreated_while_running(delivery: &str, extra: &str) {
     let flow = Config::parse(&config).unwrap().remove(0);
     let addr = free_addr();
     let strait = Strait::launch(&f.p, &config, "info,librdkafka=warn,rdkafka=warn", &["--metrics-addr", &addr]);
-    if flow.start_from == StartFrom::Latest {
+    if flow.reading.start_from == StartFrom::Latest {
         // Started at the empty topic's end before the first record is produced.
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {

@@ -53,7 +53,7 @@ impl CheckpointTask {
     /// Errors: the target cannot be reached or the topic cannot be created or read.
     pub async fn start(flow: Arc<Flow>, producer: ControlProducer) -> Result<Self, KafkaError> {
         let topic = flow.policy.checkpoints_topic(&flow.source.alias);
-        Admin::new(&flow.target)?.create_state_topic(&topic, flow.replication_factor).await?;
+        Admin::new(&flow.target)?.create_state_topic(&topic, flow.writing.replication_factor).await?;
         let mut emitted = Emitted::new();
         for (_, k, v) in read_to_end(&flow.target, &topic).await? {
             match Checkpoint::decode(&k, &v) {
@@ -85,14 +85,16 @@ impl CheckpointTask {
     /// next tick; it never stops replication.
     pub async fn run(mut self, cancel: CancellationToken) {
         let f = &self.flow;
-        let mut checkpoints = tokio::time::interval(f.emit_checkpoints_interval);
-        let mut groups = tokio::time::interval(f.refresh_groups_interval);
-        let mut sync =
-            tokio::time::interval_at(Instant::now() + f.sync_group_offsets_interval, f.sync_group_offsets_interval);
+        let mut checkpoints = tokio::time::interval(f.checkpoints.emit_checkpoints_interval);
+        let mut groups = tokio::time::interval(f.checkpoints.refresh_groups_interval);
+        let mut sync = tokio::time::interval_at(
+            Instant::now() + f.checkpoints.sync_group_offsets_interval,
+            f.checkpoints.sync_group_offsets_interval,
+        );
         for t in [&mut checkpoints, &mut groups, &mut sync] {
             t.set_missed_tick_behavior(MissedTickBehavior::Delay);
         }
-        let sync_enabled = f.sync_group_offsets;
+        let sync_enabled = f.checkpoints.sync_group_offsets;
         loop {
             let result = tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -151,7 +153,7 @@ impl CheckpointTask {
         for group in self.groups.clone() {
             let translations = self.translator.translate_group(&mut self.source_groups, &group, &partitions).await?;
             // With `emit_checkpoints = false` the translations still feed group offset sync.
-            for t in translations.iter().filter(|_| self.flow.emit_checkpoints) {
+            for t in translations.iter().filter(|_| self.flow.checkpoints.emit_checkpoints) {
                 let Some(down) = t.downstream else { continue };
                 let (up, down) = (UpstreamOffset(t.upstream), DownstreamOffset(down));
                 let key = (group.clone(), t.target_topic.clone(), t.partition);
