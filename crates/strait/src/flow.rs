@@ -1,10 +1,9 @@
-//! Runs one flow on this instance: joins the flow's slot group on the target
-//! ([`crate::slots`]) and, for each slot the group gives this instance, builds and drives a data
-//! path — the TargetSink (which fences the slot's previous owner), the positions it left
-//! ([`crate::resume`]), then the source (told where to start) — with the connector runtime, retrying with backoff
-//! while a cluster is unreachable. A revoked slot drains (its last batch committed) before the
-//! group hands it on. The owner of slot 0 also runs what a flow needs once, while slot 0's data
-//! path runs: heartbeats, checkpoints and topic config sync, sharing one control producer.
+//! Runs one flow on this instance: joins the flow's slot group on the target ([`crate::slots`])
+//! and, for each slot the group gives it, drives a data path with the connector runtime — the
+//! TargetSink (fencing the slot's previous owner), the positions it left ([`crate::resume`]),
+//! then the source — retrying with backoff while a cluster is unreachable. A revoked slot drains
+//! before the group hands it on. The owner of slot 0 also runs heartbeats, checkpoints and topic
+//! config sync, sharing one control producer.
 
 use std::collections::HashMap;
 use std::future::Future;
