@@ -169,7 +169,7 @@ impl SlotGroup {
     pub async fn join(flow: &Flow) -> ConnectResult<(Self, mpsc::UnboundedReceiver<SlotEvent>)> {
         let topic = flow.slots_topic();
         let what =
-            format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", flow.target.alias);
+            format!("create topic {topic} on cluster {} at {}", flow.target.alias, flow.target.bootstrap_servers);
         let admin = Admin::new(&flow.target).map_err(|e| connect_error(&what, e))?;
         let existing = admin.describe(&topic).await.map_err(|e| connect_error(&what, e))?;
         let slots = usize::try_from(flow.slots()).map_err(|e| ConnectError::backend("the slot count", e))?;

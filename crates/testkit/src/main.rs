@@ -38,7 +38,13 @@ fn main() -> ExitCode {
             }
             _ => Err("COUNT must be a positive number".to_string()),
         },
-        ["sample", bootstrap] => sample::produce(bootstrap).map_err(|e| e.to_string()),
+        ["sample", bootstrap] => sample::produce(bootstrap)
+            .map(|()| {
+                for (topic, partitions, records) in sample::TOPICS {
+                    println!("wrote {records} records to {topic} ({partitions} partitions)");
+                }
+            })
+            .map_err(|e| e.to_string()),
         ["counts", bootstrap, rest @ ..] => sample::counts(bootstrap, rest.first().copied().unwrap_or(""))
             .map(|counts| {
                 for (topic, n) in counts {

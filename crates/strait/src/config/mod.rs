@@ -107,6 +107,18 @@ pub fn flow_keys() -> Vec<&'static str> {
     concerns.into_iter().flatten().copied().chain(["scale_out"]).collect()
 }
 
+/// Why `key` is refused: no such key, the closest known one when a typo is likely (a
+/// Jaro-Winkler similarity of 0.8 or more), and every key the table takes.
+fn unknown_key(key: &str, known: &[&str]) -> String {
+    let closest = known.iter().map(|k| (strsim::jaro_winkler(key, k), *k)).max_by(|a, b| a.0.total_cmp(&b.0));
+    let hint = match closest {
+        Some((score, k)) if score >= 0.8 => format!("; did you mean `{k}`?"),
+        _ => String::new(),
+    };
+    let all = known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+    format!("no such key{hint} (a [[flows]] table takes {all})")
+}
+
 impl FlowConfig {
     /// `flows[i]` read from its table: each concern from the same flat table, `[flows.scale_out]`
     /// from its own. Errors name the field; a key no concern has is refused.
@@ -114,8 +126,7 @@ impl FlowConfig {
         let field = format!("flows[{i}]");
         let known = flow_keys();
         if let Some(key) = table.keys().find(|k| !known.contains(&k.as_str())) {
-            let expected = known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-            return Err(err(field, format!("unknown field `{key}`, expected one of {expected}")));
+            return Err(err(format!("{field}.{key}"), unknown_key(key, &known)));
         }
         let scale_out = match table.get("scale_out") {
             Some(t) => read_at(t.clone(), &format!("{field}.scale_out"))?,

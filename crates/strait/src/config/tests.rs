@@ -231,3 +231,15 @@ fn reference_check_catches_an_undocumented_or_unknown_key() {
         doc.replace("| `commit_interval_ms` | integer | `1000` |", "| `commit_interval_ms` | integer | `2000` |");
     assert_eq!(reference_problems(&wrong_default).len(), 1, "the default is checked");
 }
+
+#[test]
+fn an_unknown_flow_key_is_named_with_the_closest_known_one() {
+    let e = Config::parse(&format!("{TWO_CLUSTERS}topcis = [\"orders.*\"]\n")).unwrap_err();
+    assert_eq!(e.field, "flows[0].topcis", "{e}");
+    assert!(e.to_string().contains("did you mean `topics`?"), "{e}");
+    let e = Config::parse(&format!("{TWO_CLUSTERS}mirrors = 1\n")).unwrap_err();
+    assert!(
+        e.to_string().contains("no such key (a [[flows]] table takes `source`"),
+        "no guess when nothing is close: {e}"
+    );
+}

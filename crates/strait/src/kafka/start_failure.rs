@@ -35,12 +35,16 @@ fn code_of(e: &KafkaError) -> Option<RDKafkaErrorCode> {
 
 /// `e` as a [`ConnectError`] for `context` (what was tried, on which cluster): [`ConnectError::Denied`]
 /// for authentication and authorization failures, which retrying cannot fix, else
-/// [`ConnectError::Backend`].
+/// [`ConnectError::Backend`], saying so when no broker answered at all.
 pub fn connect_error(context: impl Into<String>, e: KafkaError) -> ConnectError {
     match code_of(&e) {
         Some(code) if is_denied(code) => {
             ConnectError::denied(format!("{} (the cluster's ACLs do not allow it)", context.into()), e)
         }
+        Some(RDKafkaErrorCode::BrokerTransportFailure | RDKafkaErrorCode::AllBrokersDown) => ConnectError::backend(
+            format!("{} (no broker answers: check the cluster's bootstrap_servers and that it runs)", context.into()),
+            e,
+        ),
         _ => ConnectError::backend(context, e),
     }
 }

@@ -97,8 +97,7 @@ impl TargetSink {
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
         let rf = flow.writing.replication_factor;
         for (cluster, topic) in [(&flow.target, POSITIONS_TOPIC), (syncs_cluster, syncs_topic.as_str())] {
-            let what =
-                format!("create topic {topic} on cluster {} (needs Create on it unless it exists)", cluster.alias);
+            let what = format!("create topic {topic} on cluster {} at {}", cluster.alias, cluster.bootstrap_servers);
             let admin = Admin::new(cluster).map_err(|e| connect_error(&what, e))?;
             admin.create_state_topic(topic, rf).await.map_err(|e| connect_error(&what, e))?;
         }
