@@ -95,6 +95,7 @@ pub struct Metrics {
     flow_up: Family<FlowLabels, Gauge>,
     slot_owned: Family<SlotLabels, Gauge>,
     control_tasks_up: Family<FlowLabels, Gauge>,
+    throttled_ms: Family<FlowLabels, Counter>,
     residency_dropped: Family<TopicLabels, Counter>,
     topics_recreated: Family<TopicLabels, Counter>,
     loop_guard_dropped: Family<FlowLabels, Counter>,
@@ -166,6 +167,7 @@ impl Metrics {
             flow_up: Family::default(),
             slot_owned: Family::default(),
             control_tasks_up: Family::default(),
+            throttled_ms: Family::default(),
             residency_dropped: Family::default(),
             topics_recreated: Family::default(),
             loop_guard_dropped: Family::default(),
@@ -200,6 +202,11 @@ impl Metrics {
             "strait_control_tasks_up",
             "1 while this instance runs the flow's heartbeats, checkpoints and topic config sync (the owner of slot 0)",
             m.control_tasks_up.clone(),
+        );
+        r.register(
+            "strait_throttled_ms",
+            "Time the flow's source waited to keep under max_bytes_per_second (ms)",
+            m.throttled_ms.clone(),
         );
         r.register("strait_residency_dropped", "Records dropped by the residency gate", m.residency_dropped.clone());
         r.register(
@@ -306,6 +313,12 @@ impl Metrics {
         self.control_tasks_up
             .get_or_create(&FlowLabels { source: source.into(), target: target.into() })
             .set(i64::from(up));
+    }
+
+    /// The counter of the time the flow's source waited for `max_bytes_per_second` (ms,
+    /// `strait_throttled_ms_total`).
+    pub fn throttled_ms(&self, source: &str, target: &str) -> Counter {
+        self.throttled_ms.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
     }
 
     /// Records whether the target of flow `name` answered its last probe (`/ready`).

@@ -95,6 +95,11 @@ pub struct Reading {
     /// ([`super::Flow::mm2_offsets_topic`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mm2_offsets_topic: Option<String>,
+    /// A cap on the record bytes (keys, values, headers) the flow copies per second, shared by
+    /// its slots (bytes/s, at least 1; KIP-1279 `mirror.replication.throttled.rate`). Default
+    /// (`None`): no cap. Waits are counted in `strait_throttled_ms_total`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_bytes_per_second: Option<std::num::NonZeroU64>,
 }
 
 impl Default for Reading {
@@ -105,6 +110,7 @@ impl Default for Reading {
             on_source_gap: OnSourceGap::Continue,
             progress_log_interval: Duration::from_secs(30),
             mm2_offsets_topic: None,
+            max_bytes_per_second: None,
         }
     }
 }

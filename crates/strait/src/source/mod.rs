@@ -15,12 +15,14 @@ mod assign;
 mod records;
 mod recreation;
 mod report;
+mod throttle;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use prometheus_client::metrics::counter::Counter;
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
@@ -39,6 +41,7 @@ use crate::resume::Stored;
 use crate::watch::Committed;
 use records::{Drained, TopicNames};
 use recreation::Recreations;
+use throttle::Throttle;
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
@@ -74,6 +77,8 @@ pub struct KafkaSource {
     /// The source's topic list being fetched for the next refresh, off the poll path: a metadata
     /// round trip inline would hold up every record arriving meanwhile.
     listing: Option<JoinHandle<Listed>>,
+    /// `max_bytes_per_second`, this slot's share, with its wait counter.
+    throttle: Option<(Throttle, Counter)>,
 }
 
 /// The source's topics, each with its partition count and, for the topics the flow replicates,
@@ -125,6 +130,12 @@ impl KafkaSource {
             .create_with_context(ClientLog)
             .and_then(SourceReader::new)
             .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
+        // The flow's cap, split between its slots as its batches are.
+        let throttle = flow.reading.max_bytes_per_second.map(|cap| {
+            let total = usize::try_from(cap.get()).unwrap_or(usize::MAX);
+            let share = u64::try_from(flow.slot_share(total, 1)).unwrap_or(u64::MAX);
+            (Throttle::new(share, Instant::now()), metrics().throttled_ms(&flow.source.alias, &flow.target.alias))
+        });
         let mut source = Self {
             reader: Arc::new(reader),
             slot,
@@ -141,6 +152,7 @@ impl KafkaSource {
             recreations: Recreations::default(),
             next_refresh: Instant::now(),
             listing: None,
+            throttle,
         };
         let topics = source.refresh().await?;
         tracing::info!(
@@ -280,6 +292,20 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         if self.recreations.any_draining() {
             self.finish_recreations();
         }
+        let (mut timeout, mut max_bytes) = (timeout, max_bytes);
+        if let Some((throttle, waited)) = &self.throttle {
+            // Within the poll's timeout, so the batch still commits on time.
+            let wait = throttle.wait(Instant::now()).min(timeout);
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+                waited.inc_by(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+                if wait == timeout {
+                    return Ok(Vec::new());
+                }
+                timeout -= wait;
+            }
+            max_bytes = max_bytes.min(throttle.burst());
+        }
         // What is already fetched is taken on this thread, without waiting; only when nothing
         // is, one blocking call waits up to `timeout` for the first record (then takes the rest
         // the same way): no hand-over to another thread while records flow.
@@ -294,6 +320,9 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
                 (batch, names)
             })
             .await;
+        }
+        if let Some((throttle, _)) = &mut self.throttle {
+            throttle.spend(batch.bytes, Instant::now());
         }
         match batch.denied {
             // Records read before the refusal are dropped: they are read again at the next start.

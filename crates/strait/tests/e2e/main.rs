@@ -24,3 +24,4 @@ mod security;
 mod selection;
 mod sink;
 mod startup_errors;
+mod throttle;

@@ -1,0 +1,47 @@
+//! `max_bytes_per_second` through real brokers: a capped flow copies a backlog at the cap, and
+//! its heartbeats keep their interval meanwhile.
+
+use std::time::{Duration, Instant};
+
+use strait_mm2::Heartbeat;
+
+use crate::support::*;
+
+/// 200 MB of records (20,000 of 10,000 bytes) behind a 5 MB/s cap: copied in 40 s ± 15 %.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_capped_flow_copies_a_backlog_at_the_cap_and_keeps_its_heartbeats() {
+    const RECORDS: usize = 20_000;
+    const CAP: u64 = 5_000_000;
+    let f = TopicFlow::new("cap", 4).await;
+    let value = "v".repeat(10_000);
+    let records: Vec<Rec> = (0..RECORDS).map(|i| Rec::simple((i % 4) as i32, &value)).collect();
+    produce(&f.a, &f.topic, &records).await;
+    let strait = Strait::start(&f.p, &f.config(&format!("max_bytes_per_second = {CAP}")));
+    wait_until("the first records copied", Duration::from_secs(60), || count(&f.b, &f.remote).unwrap_or(0) > 0).await;
+    let (began, began_ms) = (Instant::now(), now_ms());
+    wait_until("the backlog copied", Duration::from_secs(120), || count(&f.b, &f.remote) == Some(RECORDS as i64)).await;
+    let took = began.elapsed();
+    let (ended_ms, scrape) = (now_ms(), http_get(&strait.metrics, "/metrics").map(|(_, b)| b).unwrap_or_default());
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+
+    let bytes = (RECORDS * value.len()) as f64;
+    let expected = Duration::from_secs_f64(bytes / CAP as f64);
+    eprintln!("200 MB at a 5 MB/s cap: copied in {took:.1?} (expected {expected:.1?})");
+    assert!(
+        took > expected.mul_f64(0.85) && took < expected.mul_f64(1.15),
+        "copied in {took:?}, expected {expected:?} ± 15 %"
+    );
+    let waited = sample(&scrape, "strait_throttled_ms_total", &format!("source=\"{}\",target=\"{}\"", f.src, f.dst));
+    assert!(waited.is_some_and(|ms| ms > 10_000.0), "waits counted: {waited:?}");
+    // Heartbeats (every 1 s by default) went on while the source waited.
+    let beats = read_all(&f.b, "heartbeats", false)
+        .into_values()
+        .flatten()
+        .filter_map(|(_, r)| Heartbeat::decode(r.key.as_deref()?, r.value.as_deref()?).ok())
+        .filter(|h| h.source_alias == f.src && h.target_alias == f.dst)
+        .filter(|h| (began_ms..=ended_ms).contains(&h.timestamp_ms))
+        .count();
+    let seconds = took.as_secs();
+    assert!(beats as u64 >= seconds * 8 / 10, "{beats} heartbeats in {seconds} s");
+}
