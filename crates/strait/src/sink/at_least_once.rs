@@ -32,7 +32,9 @@ pub struct AtLeastOnce {
     /// timeout) may be a pause (SIGSTOP, a GC or VM pause, a frozen container) long enough for
     /// the group to have moved the slot: its heartbeats stopped with the process.
     stall_bound: Duration,
-    /// When `put` or `flush` last returned, or the sink started.
+    /// When `put` or `flush` last returned, or the state producer started (in `TargetSink::start`).
+    /// The positions are read after that: a slow read counts as a stall, so the first `put` then
+    /// proves ownership (one transaction more, never one less).
     last_call: Instant,
     /// A `put` or `flush` took longer than `stall_bound`, or began that long after the last one
     /// returned (the instance may have been paused): the next `put` proves the slot is still
@@ -76,12 +78,6 @@ impl AtLeastOnce {
             must_prove: false,
             unproven: HashSet::new(),
         })
-    }
-
-    /// Marks the sink's start as the last call, once it read its positions (which can wait
-    /// for other writers' open transactions): a stall is measured from there.
-    pub fn started(&mut self) {
-        self.last_call = Instant::now();
     }
 
     /// Notes that a `put` or `flush` begins, returning when: a flush too can be the first call

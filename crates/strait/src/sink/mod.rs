@@ -118,9 +118,7 @@ impl TargetSink {
             slot,
             service,
         };
-        let mut sink = Self { writer, mode, records, staged: Vec::new() };
-        sink.mode.started();
-        Ok(sink)
+        Ok(Self { writer, mode, records, staged: Vec::new() })
     }
 
     /// The source topic ids this sink saves with positions: the source of the same slot sets them

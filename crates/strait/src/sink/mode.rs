@@ -39,13 +39,6 @@ impl Mode {
         })
     }
 
-    /// Marks the end of the sink's start ([`AtLeastOnce::started`]).
-    pub fn started(&mut self) {
-        if let Self::AtLeastOnce(alo) = self {
-            alo.started();
-        }
-    }
-
     /// Notes that a `put` or `flush` begins ([`AtLeastOnce::entered`]), returning when.
     pub fn entered(&mut self) -> Instant {
         match self {
