@@ -46,7 +46,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // The sink first: it fences the slot's previous owner; then the positions it left, where the
     // source starts.
     let mut sink = TargetSink::start(SinkParams { flow: flow.clone(), slot: 0 }).await?;
-    let stored = strait::resume::load::stored(&flow).await?;
+    let stored = strait::resume::load::stored(&flow, 0).await?;
     let mut source = KafkaSource::start(flow, 0, stored, Committed::default(), sink.topic_ids()).await?;
     // The first drain turns keeping offset syncs on.
     let mut syncs = sink.drain_offset_syncs().len();

@@ -394,7 +394,7 @@ async fn run_checkpoints(
 /// The sink first, fencing the slot's previous owner; then the positions it left, where the source starts.
 async fn start(flow: Arc<Flow>, slot: u32, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
     let sink = TargetSink::start(SinkParams { flow: flow.clone(), slot }).await?;
-    let stored = crate::resume::load::stored(&flow).await?;
+    let stored = crate::resume::load::stored(&flow, slot).await?;
     let source = KafkaSource::start(flow, slot, stored, committed, sink.topic_ids()).await?;
     Ok((source, sink))
 }

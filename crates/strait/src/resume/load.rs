@@ -10,33 +10,35 @@ use crate::admin::Admin;
 use crate::config::Flow;
 use crate::mm2_offsets;
 use crate::positions::{self, Positions, POSITIONS_TOPIC};
+use crate::slots::slot_of;
 
-/// `flow`'s positions on its target: Strait's ([`positions::load`]), the target check of each
-/// ([`target_ends`]) and MirrorMaker 2's ([`mm2_offsets::load`]). Read after the slot's
+/// `flow`'s positions on its target: Strait's ([`positions::load`]), the target check of those of
+/// `slot`'s partitions ([`target_ends`]) and MirrorMaker 2's ([`mm2_offsets::load`]). Read after the slot's
 /// transactional producer fenced its previous owner, so Strait's (`read_committed`) are the last
 /// committed ones. Errors: an offset error naming the topic that cannot be read; a backend error
 /// when the target does not answer the check.
-pub async fn stored(flow: &Flow) -> ConnectResult<Stored> {
+pub async fn stored(flow: &Flow, slot: u32) -> ConnectResult<Stored> {
     let strait = positions::load(&flow.target, &flow.name)
         .await
         .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
-    let target_ends = target_ends(flow, &strait).await?;
+    let target_ends = target_ends(flow, slot, &strait).await?;
     let mm2 = mm2_offsets::load(flow)
         .await
         .map_err(|e| ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic(), flow.target.alias), e))?;
     Ok(Stored { strait, target_ends, mm2 })
 }
 
-/// The target check: for each of `saved` with a last record written to the target
-/// (`last_downstream`), the end offset now of the target partition it was written to (0 when the
+/// The target check: for each of `saved` of `slot`'s partitions (the only ones it starts) with a
+/// last record written to the target (`last_downstream`), the end offset now of the target partition it was written to (0 when the
 /// target topic or partition is missing). A position is then lost on the target when the end is
 /// not after that record ([`super::decide`]). Positions without a written record (all dropped by
 /// residency or the loop guard) are not checked. Errors: the target does not answer.
-pub async fn target_ends(flow: &Flow, saved: &Positions) -> ConnectResult<HashMap<Partition, i64>> {
+pub async fn target_ends(flow: &Flow, slot: u32, saved: &Positions) -> ConnectResult<HashMap<Partition, i64>> {
     let target = Admin::new(&flow.target).map_err(|e| ConnectError::backend("target admin client", e))?;
     let fail = |e| ConnectError::backend(format!("check the target topics of flow {}", flow.name), e);
+    let ours = |tp: &Partition| slot_of(&tp.0, tp.1, flow.slots()) == slot;
     let mut written: Vec<&Partition> =
-        saved.iter().filter(|(_, s)| s.last_downstream.is_some()).map(|(tp, _)| tp).collect();
+        saved.iter().filter(|(tp, s)| s.last_downstream.is_some() && ours(tp)).map(|(tp, _)| tp).collect();
     written.sort();
     let mut ends = HashMap::new();
     // One describe per topic: the positions are sorted by topic.

@@ -34,8 +34,9 @@ pub struct Rules {
 pub struct Stored {
     /// Strait's saved positions of the flow (every slot's).
     pub strait: Positions,
-    /// The target check: for each of `strait` with a `last_downstream`, the end offset now of the
-    /// target partition it was written to (0 when the topic or partition is missing).
+    /// The target check: for each of `strait` of the starting slot's partitions with a
+    /// `last_downstream`, the end offset now of the target partition it was written to (0 when
+    /// the topic or partition is missing).
     pub target_ends: HashMap<Partition, i64>,
     /// MirrorMaker 2's positions for the flow (a cut-over from MM2), used where Strait has none.
     pub mm2: Positions,

@@ -64,7 +64,7 @@ async fn target_sink_commit_writes_records_then_offset_syncs_and_positions() {
     let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
     let mut sink = start(&flow).await.expect("sink starts against real brokers");
     assert!(!sink.supports_transactions(), "at-least-once sink");
-    let saved = stored(&flow).await.expect("positions read after the sink started").strait;
+    let saved = stored(&flow, 0).await.expect("positions read after the sink started").strait;
     assert!(saved.is_empty(), "a new flow has no positions");
     assert!(sink.drain_offset_syncs().is_empty(), "the first drain turns keeping on");
     // The source sets the id of the topic a position belongs to; the sink saves it with it.
@@ -119,7 +119,7 @@ async fn an_at_least_once_zombie_cannot_overwrite_positions_or_offset_syncs() {
     zombie.close().await.unwrap();
 
     let mut owner = start(&flow).await.expect("the slot's next owner starts");
-    let resumed = stored(&flow).await.expect("positions read after the sink started").strait;
+    let resumed = stored(&flow, 0).await.expect("positions read after the sink started").strait;
     assert_eq!(resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(3));
     zombie.put(vec![record(&topic, 3, Some("zombie"))]).await.unwrap();
     // Its record is written (at-least-once records are not transactional); its state is not, and
@@ -174,7 +174,7 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
 
     // A second sink of the same flow fences the first, which then fails saying so.
     let mut second = start(&flow).await.expect("second instance starts");
-    let resumed = stored(&flow).await.expect("positions read after the sink started").strait;
+    let resumed = stored(&flow, 0).await.expect("positions read after the sink started").strait;
     assert_eq!(
         resumed.get(&(topic.to_string(), 0)).map(|s| s.next_offset),
         Some(6),
