@@ -17,6 +17,7 @@ pub mod client_log;
 pub mod config;
 pub mod consume;
 pub mod control;
+pub mod failover;
 pub mod flow;
 pub mod http;
 pub mod import_mm2;

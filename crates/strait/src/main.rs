@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use strait::config::{Config, Flow};
@@ -85,6 +86,44 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: Output,
     },
+    /// Move consumer groups to a flow's target cluster: commit their translated offsets into the
+    /// same groups there and print, per group/topic/partition, the source offset, the target
+    /// offset and the records not replicated. Planned when the source answers (waits until the
+    /// groups' topics are replicated), unplanned when it does not (the newest checkpoints and
+    /// saved positions on the target; prints the recovery point). Never rewinds a group that is
+    /// ahead and skips groups with active members on the target. Exit 0 when every group moved,
+    /// 1 when one did not (the reason is printed), 2 for a bad config or argument.
+    Failover {
+        /// Path of the TOML config.
+        #[arg(long)]
+        config: PathBuf,
+        /// The flow, as `SOURCE->TARGET` aliases: groups move from SOURCE to TARGET.
+        #[arg(long)]
+        flow: String,
+        /// Regexes (whole group id) of the groups to move; default: the flow's `groups`.
+        #[arg(long, num_args = 1..)]
+        groups: Vec<String>,
+        /// Planned: longest wait, in ms, for the groups' topics to be replicated.
+        #[arg(long, default_value_t = 60_000)]
+        wait_ms: u64,
+        /// `auto`: planned when the source lists its groups within --source-timeout-ms, else
+        /// unplanned; `planned`: the source must answer; `unplanned`: the source is not asked.
+        #[arg(long, value_enum, default_value = "auto")]
+        mode: FailoverMode,
+        /// How long, in ms, the source may take to answer before `auto` treats it as lost.
+        #[arg(long, default_value_t = 10_000)]
+        source_timeout_ms: u64,
+        /// `text` (aligned columns) or `json` (the report as one object).
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FailoverMode {
+    Auto,
+    Planned,
+    Unplanned,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -112,7 +151,8 @@ fn main() -> ExitCode {
         Command::Run { config, .. }
         | Command::Validate { config }
         | Command::Status { config, .. }
-        | Command::TranslateOffsets { config, .. } => config,
+        | Command::TranslateOffsets { config, .. }
+        | Command::Failover { config, .. } => config,
         Command::ImportMm2 { properties } => properties,
     };
     let (flows, metrics) = match Config::load_with_metrics(path) {
@@ -139,6 +179,15 @@ fn main() -> ExitCode {
                         rt.block_on(run(flows, metrics_addr.or(metrics.listen)))
                     }
                     Command::Status { output, .. } => rt.block_on(status(flows, output)),
+                    Command::Failover { flow, groups, wait_ms, mode, source_timeout_ms, output, .. } => {
+                        let mode = match mode {
+                            FailoverMode::Auto => strait::failover::Mode::Auto,
+                            FailoverMode::Planned => strait::failover::Mode::Planned,
+                            FailoverMode::Unplanned => strait::failover::Mode::Unplanned,
+                        };
+                        let timing = (Duration::from_millis(wait_ms), Duration::from_millis(source_timeout_ms));
+                        rt.block_on(failover(flows, &flow, groups, mode, timing, output))
+                    }
                     Command::Validate { .. } | Command::ImportMm2 { .. } => unreachable!("handled above"),
                 };
                 // Don't wait for a connection attempt still blocked in librdkafka (up to 10 s).
@@ -243,6 +292,50 @@ async fn translate(flows: Vec<Flow>, flow: &str, group: &str, output: Output) ->
         }
         text
     })
+}
+
+async fn failover(
+    flows: Vec<Flow>,
+    flow: &str,
+    groups: Vec<String>,
+    mode: strait::failover::Mode,
+    (wait, source_timeout): (Duration, Duration),
+    output: Output,
+) -> ExitCode {
+    let Some(flow) = flows.into_iter().find(|f| f.name == flow) else {
+        print_err!("strait: --flow {flow:?} is not a flow of the config (expected SOURCE->TARGET)");
+        return ExitCode::from(2);
+    };
+    let groups = if groups.is_empty() {
+        None
+    } else {
+        match strait::rules::NameFilter::new("--groups", &groups, "", &[]) {
+            Ok(filter) => Some(filter),
+            Err(e) => {
+                print_err!("strait: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+    let options = strait::failover::Options { groups, wait, source_timeout, mode };
+    let name = flow.name.clone();
+    match strait::failover::failover(Arc::new(flow), &options).await {
+        Ok(report) => {
+            let code = print_as(output, &report, || report.text());
+            for problem in &report.problems {
+                print_err!("strait: failover of flow {name}: {problem}");
+            }
+            if report.problems.is_empty() {
+                code
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            print_err!("strait: failover of flow {name} failed, nothing more moved: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn run(flows: Vec<Flow>, metrics_addr: Option<std::net::SocketAddr>) -> ExitCode {

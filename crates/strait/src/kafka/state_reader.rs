@@ -19,6 +19,9 @@ pub type RawRecord = (i64, Vec<u8>, Vec<u8>);
 /// A record with a key and maybe a value (`None`: a tombstone): (offset, key, value).
 pub type KeyedRecord = (i64, Vec<u8>, Option<Vec<u8>>);
 
+/// A [`KeyedRecord`] with its timestamp (ms), and the next offset to read.
+type Read = (Vec<(KeyedRecord, Option<i64>)>, Option<i64>);
+
 /// Every committed record of partition 0 of `topic` (Strait's state topics have one partition)
 /// with a key and a value, from its beginning to the end seen at the start. A missing or empty
 /// topic gives nothing. For the small compacted state topics (positions, checkpoints).
@@ -64,7 +67,7 @@ impl StateReader {
             return Ok((Vec::new(), next));
         }
         let (records, next) = self.read(topic, 0, next)?;
-        Ok((records.into_iter().filter_map(|(o, k, v)| Some((o, k, v?))).collect(), next))
+        Ok((records.into_iter().filter_map(|((o, k, v), _)| Some((o, k, v?))).collect(), next))
     }
 
     /// Partitions of `topic`; 0 when it does not exist. Blocking.
@@ -81,15 +84,20 @@ impl StateReader {
     /// Every keyed record of `topic` partition `partition`, tombstones (`None` values) included,
     /// from its beginning to the high watermark seen now. Blocking.
     pub fn read_partition(&self, topic: &str, partition: i32) -> Result<Vec<KeyedRecord>, KafkaError> {
-        Ok(self.read(topic, partition, None)?.0)
+        Ok(self.read(topic, partition, None)?.0.into_iter().map(|(r, _)| r).collect())
     }
 
-    fn read(
-        &self,
-        topic: &str,
-        partition: i32,
-        next: Option<i64>,
-    ) -> Result<(Vec<KeyedRecord>, Option<i64>), KafkaError> {
+    /// Like [`StateReader::read_new_records`] from the beginning of partition 0, each record with
+    /// its timestamp (ms since the epoch; `None` when the broker gave none). Blocking.
+    pub fn read_timestamped(&self, topic: &str) -> Result<Vec<(RawRecord, Option<i64>)>, KafkaError> {
+        if self.partition_count(topic)? == 0 {
+            return Ok(Vec::new());
+        }
+        let records = self.read(topic, 0, None)?.0;
+        Ok(records.into_iter().filter_map(|((o, k, v), ts)| Some(((o, k, v?), ts))).collect())
+    }
+
+    fn read(&self, topic: &str, partition: i32, next: Option<i64>) -> Result<Read, KafkaError> {
         let consumer = &self.consumer;
         let (low, high) = self.watermarks.fetch_watermarks(topic, partition, METADATA_TIMEOUT)?;
         let mut position = match next {
@@ -109,7 +117,8 @@ impl StateReader {
                     position = m.offset() + 1;
                     progress = Instant::now();
                     if let Some(k) = m.key() {
-                        out.push((m.offset(), k.to_vec(), m.payload().map(<[u8]>::to_vec)));
+                        let record = (m.offset(), k.to_vec(), m.payload().map(<[u8]>::to_vec));
+                        out.push((record, m.timestamp().to_millis()));
                     }
                 }
                 Some(Err(e)) => return Err(e),

@@ -4,7 +4,6 @@
 //! cluster coming back, duplicates counted and printed; and a topic first seen while the target
 //! is cut off waits for it. (Exactly-once through target restarts: `exactly_once.rs`.)
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use strait::config::Config;
@@ -15,10 +14,6 @@ const PARTITIONS: i32 = 3;
 const PER_PARTITION: usize = 20_000;
 
 /// A fresh folder for this test's own clusters.
-fn dedicated_dir(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(unique(name))
-}
-
 /// An at-least-once flow from `a` to `b` over a new topic of [`PARTITIONS`] partitions, whose
 /// sequenced records arrive in the background over about a minute.
 async fn flow_with_records(prefix: &str, a: &str, b: &str) -> (String, String, String, tokio::task::JoinHandle<()>) {

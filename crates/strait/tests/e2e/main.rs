@@ -7,6 +7,7 @@ mod active_active;
 mod checkpoints;
 mod crash;
 mod cutover;
+mod disaster_recovery;
 mod discovery;
 mod exactly_once;
 mod failover;

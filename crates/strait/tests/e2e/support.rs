@@ -38,6 +38,11 @@ pub fn three_nodes() -> (String, strait_testkit::multi::Control) {
     (var("STRAIT_TEST_THREE_NODE_BOOTSTRAP"), control)
 }
 
+/// A fresh directory for clusters a test starts for itself (to kill or restart them).
+pub fn dedicated_dir(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(unique(name))
+}
+
 /// A name unique to this test run: `prefix-<pid>-<n>`; safe as topic prefix and alias.
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);

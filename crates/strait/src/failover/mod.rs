@@ -1,0 +1,249 @@
+//! `strait failover`: moves consumer groups from a flow's source cluster to its target cluster,
+//! committing their translated offsets into the same groups on the target, and says how much was
+//! not replicated (the recovery point).
+//!
+//! - **Planned** (the source answers): waits until every source partition the groups use is
+//!   replicated, then translates each group's committed source offsets (the offset syncs, as MM2's
+//!   `RemoteClusterUtils.translateOffsets` does, and exactly at the head from the saved position).
+//! - **Unplanned** (the source does not answer within a bound, or is declared lost): the target
+//!   alone decides: each group's newest checkpoint (MM2 `MirrorCheckpointTask`'s records) gives its
+//!   offsets; the saved positions give, per partition, the last replicated source offset and the
+//!   timestamp of its record.
+//!
+//! Either way a group with active members on the target is skipped (the broker would refuse the
+//! commit, and moving it under running consumers would surprise them) and a target group that is
+//! ahead is never rewound.
+
+mod caught_up;
+mod history;
+pub mod plan;
+mod report;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rdkafka::error::KafkaError;
+use strait_mm2::Checkpoint;
+
+use crate::config::Flow;
+use crate::control::checkpoint::groups::GroupClient;
+use crate::control::checkpoint::translate::Translator;
+use crate::kafka::{blocking, StateReader};
+use crate::positions::{self, Positions};
+use crate::rules::NameFilter;
+pub use caught_up::Lag;
+use history::SyncHistory;
+use plan::Action;
+pub use report::{GroupPartition, GroupReport, PartitionReport, Report};
+
+/// How the source cluster is treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Planned when the source answers within `source_timeout`, else unplanned.
+    Auto,
+    /// The source must answer; an error otherwise.
+    Planned,
+    /// The source is not asked (lost, or not to be trusted).
+    Unplanned,
+}
+
+/// What `strait failover` is asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Groups to move; `None`: the flow's `groups`.
+    pub groups: Option<NameFilter>,
+    /// Planned: longest wait for the lag of the groups' partitions to reach 0.
+    pub wait: Duration,
+    /// Longest the source may take to list its groups before it counts as lost (`Mode::Auto`).
+    pub source_timeout: Duration,
+    /// Planned, unplanned, or decided by whether the source answers.
+    pub mode: Mode,
+}
+
+/// Moves the groups of `flow` to its target cluster as `options` say and reports what was done,
+/// per group and partition. Problems that leave a group unmoved (active on the target, a commit
+/// refused, lag left after `options.wait`) are in [`Report::problems`].
+/// Errors: the target cannot be read; the source cannot be read in planned mode.
+pub async fn failover(flow: Arc<Flow>, options: &Options) -> Result<Report, KafkaError> {
+    let source = GroupClient::new(&flow.source)?;
+    let listing = match options.mode {
+        Mode::Unplanned => None,
+        Mode::Planned => Some(source.list(None).await?),
+        Mode::Auto => match tokio::time::timeout(options.source_timeout, source.list(None)).await {
+            Ok(Ok(groups)) => Some(groups),
+            Ok(Err(e)) => {
+                tracing::warn!(flow = %flow.name, error = %e, "the source cluster does not answer: unplanned failover");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(flow = %flow.name, timeout = ?options.source_timeout, "the source cluster does not answer: unplanned failover");
+                None
+            }
+        },
+    };
+    let filter = options.groups.as_ref().unwrap_or(&flow.groups);
+    let mut report = match listing {
+        Some(groups) => {
+            let names = groups.into_iter().map(|g| g.name).filter(|g| filter.matches(g)).collect();
+            planned(flow.clone(), source, names, options.wait).await?
+        }
+        None => unplanned(flow.clone(), filter).await?,
+    };
+    if report.groups.is_empty() && report.problems.is_empty() {
+        let from = if report.mode == "planned" { "with offsets on the source" } else { "checkpointed on the target" };
+        report.problems.push(format!("no consumer group {from} matches the groups asked for: nothing moved"));
+    }
+    Ok(report)
+}
+
+async fn planned(
+    flow: Arc<Flow>,
+    mut source: GroupClient,
+    groups: BTreeSet<String>,
+    wait: Duration,
+) -> Result<Report, KafkaError> {
+    let mut translator = Translator::new(flow.clone())?;
+    let partitions = translator.replicated_partitions(&source).await?;
+    let mut used = BTreeSet::new();
+    for group in &groups {
+        used.extend(source.committed(group, &partitions).await?.into_keys());
+    }
+    let (lags, saved) = caught_up::wait(&flow, &used, wait).await?;
+    let mut report = Report::new(&flow, "planned");
+    let behind: i64 = lags.values().map(|l| l.unreplicated).sum();
+    for ((topic, partition), lag) in &lags {
+        report.partitions.push(PartitionReport::planned(topic, *partition, lag));
+    }
+    if behind > 0 {
+        report.problems.push(format!(
+            "{behind} source records still not replicated after {} ms: no group moved (wait longer \
+             with --wait-ms, or move the groups to what is replicated with --mode unplanned)",
+            wait.as_millis()
+        ));
+        return Ok(report);
+    }
+    // Read after the wait: the groups' last commits and the offset syncs of the last batches.
+    translator.catch_up().await?;
+    let history = SyncHistory::load(&flow).await?;
+    let mut target = GroupClient::new(&flow.target)?;
+    for group in groups {
+        let translations = translator.translate_group(&mut source, &group, &partitions).await?;
+        let rows = translations
+            .into_iter()
+            .map(|t| {
+                let key = (t.source_topic.clone(), t.partition);
+                let finest = history.translate(&t.target_topic, t.partition, t.upstream).max(t.downstream);
+                let downstream = plan::translate_at_head(t.upstream, finest, saved.get(&key));
+                let mut row = GroupPartition::new(t.target_topic, t.partition, t.upstream, downstream);
+                row.source_topic = Some(t.source_topic);
+                row.unreplicated = lags.get(&key).map(|l| l.unreplicated);
+                row
+            })
+            .collect();
+        report.groups.push(move_group(&mut target, &group, rows, None, &mut report.problems).await?);
+    }
+    Ok(report)
+}
+
+/// A group's newest checkpoint per target-side (topic, partition): (upstream, downstream).
+type Newest = BTreeMap<(String, i32), (i64, i64)>;
+
+async fn unplanned(flow: Arc<Flow>, filter: &NameFilter) -> Result<Report, KafkaError> {
+    let topic = flow.policy.checkpoints_topic(&flow.source.alias);
+    let reader = StateReader::new(&flow.target, "strait-failover")?;
+    let records = blocking(move || reader.read_timestamped(&topic)).await?;
+    // The newest checkpoint per group partition, and when each group was last checkpointed.
+    let mut newest: BTreeMap<String, Newest> = BTreeMap::new();
+    let mut written: BTreeMap<String, i64> = BTreeMap::new();
+    for ((_, key, value), timestamp) in records {
+        let Ok(c) = Checkpoint::decode(&key, &value) else { continue };
+        if !filter.matches(&c.group) {
+            continue;
+        }
+        if let Some(ts) = timestamp {
+            let last = written.entry(c.group.clone()).or_insert(ts);
+            *last = (*last).max(ts);
+        }
+        newest.entry(c.group).or_default().insert((c.topic, c.partition), (c.upstream.0, c.downstream.0));
+    }
+    let saved: Positions = positions::load(&flow.target, &flow.name).await?;
+    let mut report = Report::new(&flow, "unplanned");
+    let now = now_ms();
+    for ((topic, partition), s) in &saved {
+        report.partitions.push(PartitionReport::unplanned(topic, *partition, s, now));
+    }
+    report.partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    let history = SyncHistory::load(&flow).await?;
+    let (src, dst) = (&flow.source.alias, &flow.target.alias);
+    let source_topic: BTreeMap<String, &String> =
+        saved.keys().map(|(t, _)| (flow.policy.rename_for_checkpoint(t, src, dst), t)).collect();
+    let mut target = GroupClient::new(&flow.target)?;
+    for (group, partitions) in newest {
+        let rows = partitions
+            .into_iter()
+            .map(|((topic, partition), (upstream, downstream))| {
+                // Syncs written after the checkpoint may place the group more finely.
+                let finest = history.translate(&topic, partition, upstream).max(Some(downstream));
+                let from = source_topic.get(&topic).map(|t| (*t).clone());
+                let position = from.as_ref().and_then(|t| saved.get(&(t.clone(), partition)));
+                let mut row = GroupPartition::new(
+                    topic,
+                    partition,
+                    upstream,
+                    plan::translate_at_head(upstream, finest, position),
+                );
+                row.source_topic = from;
+                row
+            })
+            .collect();
+        let age = written.get(&group).map(|ts| (now - ts).max(0));
+        report.groups.push(move_group(&mut target, &group, rows, age, &mut report.problems).await?);
+    }
+    Ok(report)
+}
+
+/// Commits `rows` of `group` on the target where they move it forward, unless the group has
+/// active members there. Errors: the target cannot be read.
+async fn move_group(
+    target: &mut GroupClient,
+    group: &str,
+    mut rows: Vec<GroupPartition>,
+    checkpoint_age_ms: Option<i64>,
+    problems: &mut Vec<String>,
+) -> Result<GroupReport, KafkaError> {
+    let mut report = GroupReport { group: group.to_string(), moved: false, checkpoint_age_ms, partitions: Vec::new() };
+    if let Some(g) = target.describe(group).await?.filter(|g| !g.is_inactive()) {
+        problems.push(format!(
+            "group {group}: active on the target ({} members, state {}): not moved; stop its consumers there and run again",
+            g.members, g.state
+        ));
+        report.partitions = rows;
+        return Ok(report);
+    }
+    let keys: Vec<(String, i32)> = rows.iter().map(|r| (r.topic.clone(), r.partition)).collect();
+    let current = target.committed(group, &keys).await?;
+    let mut commits = Vec::new();
+    for row in &mut rows {
+        let key = (row.topic.clone(), row.partition);
+        row.target_before = current.get(&key).map(|(o, _)| *o);
+        row.action = plan::decide(row.downstream, row.target_before);
+        if let (Action::Commit, Some(down)) = (row.action, row.downstream) {
+            commits.push((key, down));
+        }
+    }
+    report.partitions = rows;
+    if commits.is_empty() {
+        report.moved = true;
+        return Ok(report);
+    }
+    match target.commit(group, &commits).await {
+        Ok(()) => report.moved = true,
+        Err(e) => problems.push(format!("group {group}: the target refused the commit: {e}")),
+    }
+    Ok(report)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
