@@ -129,6 +129,9 @@ async fn planned(
     let mut target = GroupClient::new(&flow.target)?;
     for group in groups {
         let translations = translator.translate_group(&mut source, &group, &partitions).await?;
+        if translations.is_empty() {
+            continue; // no offsets on the flow's topics: nothing to move
+        }
         let rows = translations
             .into_iter()
             .map(|t| {
