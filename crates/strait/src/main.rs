@@ -302,10 +302,12 @@ async fn failover(
     (wait, source_timeout): (Duration, Duration),
     output: Output,
 ) -> ExitCode {
-    let Some(flow) = flows.into_iter().find(|f| f.name == flow) else {
+    let Some(flow) = flows.iter().find(|f| f.name == flow).cloned() else {
         print_err!("strait: --flow {flow:?} is not a flow of the config (expected SOURCE->TARGET)");
         return ExitCode::from(2);
     };
+    let reverse =
+        flows.into_iter().find(|f| f.source.alias == flow.target.alias && f.target.alias == flow.source.alias);
     let groups = if groups.is_empty() {
         None
     } else {
@@ -319,7 +321,7 @@ async fn failover(
     };
     let options = strait::failover::Options { groups, wait, source_timeout, mode };
     let name = flow.name.clone();
-    match strait::failover::failover(Arc::new(flow), &options).await {
+    match strait::failover::failover(Arc::new(flow), reverse.map(Arc::new), &options).await {
         Ok(report) => {
             let code = print_as(output, &report, || report.text());
             for problem in &report.problems {

@@ -46,6 +46,17 @@ impl SyncHistory {
         syncs.push((up, down));
     }
 
+    /// The source offset of a group at `downstream` on target-side `topic`/`partition`: the
+    /// first source record it has not read, from the newest sync at or below `downstream` (its
+    /// upstream offset when the group is at the synced record, plus one when past it). For
+    /// moving a group back along the flow it was copied by. `None` when no sync lies at or below.
+    pub fn translate_back(&self, topic: &str, partition: i32, downstream: i64) -> Option<i64> {
+        let syncs = self.0.get(&(topic.to_string(), partition))?;
+        let below = syncs.partition_point(|(_, d)| *d <= downstream);
+        let (u, d) = syncs.get(below.checked_sub(1)?)?;
+        Some(if *d == downstream { *u } else { u + 1 })
+    }
+
     /// The target offset of a group at `upstream` on target-side `topic`/`partition`, from the
     /// newest sync at or below it: its downstream offset, plus one when the group is past it.
     /// `None` when no sync lies at or below `upstream`.
@@ -85,6 +96,20 @@ mod tests {
         assert_eq!(h.translate("t", 0, -1), None);
         assert_eq!(h.translate("t", 1, 600), None);
         assert_eq!(h.translate("u", 0, 600), None);
+    }
+
+    #[test]
+    fn back_along_the_flow_the_first_unread_source_record() {
+        let mut h = SyncHistory::default();
+        for up in (0..=1_000).step_by(100) {
+            h.apply("t".into(), &sync(up, up / 2));
+        }
+        // At the synced record: exactly its source offset; past it: the next one (re-reads).
+        assert_eq!(h.translate_back("t", 0, 250), Some(500));
+        assert_eq!(h.translate_back("t", 0, 260), Some(501));
+        assert_eq!(h.translate_back("t", 0, 9_999), Some(1_001));
+        assert_eq!(h.translate_back("t", 0, -1), None);
+        assert_eq!(h.translate_back("t", 2, 250), None);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! commit, and moving it under running consumers would surprise them) and a target group that is
 //! ahead is never rewound.
 
+mod back;
 mod caught_up;
 mod history;
 pub mod plan;
@@ -62,10 +63,12 @@ pub struct Options {
 }
 
 /// Moves the groups of `flow` to its target cluster as `options` say and reports what was done,
-/// per group and partition. Problems that leave a group unmoved (active on the target, a commit
+/// per group and partition. `reverse`, the flow from `flow`'s target to its source if the config
+/// has one, moves home (planned) the offsets of topics it wrote that `flow` does not carry back
+/// (the default policy's `A.orders` on B, see `back`). Problems that leave a group unmoved (active on the target, a commit
 /// refused, lag left after `options.wait`) are in [`Report::problems`].
 /// Errors: the target cannot be read; the source cannot be read in planned mode.
-pub async fn failover(flow: Arc<Flow>, options: &Options) -> Result<Report, KafkaError> {
+pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Options) -> Result<Report, KafkaError> {
     let source = GroupClient::new(&flow.source)?;
     let listing = match options.mode {
         Mode::Unplanned => None,
@@ -86,7 +89,7 @@ pub async fn failover(flow: Arc<Flow>, options: &Options) -> Result<Report, Kafk
     let mut report = match listing {
         Some(groups) => {
             let names = groups.into_iter().map(|g| g.name).filter(|g| filter.matches(g)).collect();
-            planned(flow.clone(), source, names, options.wait).await?
+            planned(flow.clone(), reverse, source, names, options.wait).await?
         }
         None => unplanned(flow.clone(), filter).await?,
     };
@@ -99,6 +102,7 @@ pub async fn failover(flow: Arc<Flow>, options: &Options) -> Result<Report, Kafk
 
 async fn planned(
     flow: Arc<Flow>,
+    reverse: Option<Arc<Flow>>,
     mut source: GroupClient,
     groups: BTreeSet<String>,
     wait: Duration,
@@ -126,13 +130,14 @@ async fn planned(
     // Read after the wait: the groups' last commits and the offset syncs of the last batches.
     translator.catch_up().await?;
     let history = SyncHistory::load(&flow).await?;
+    let back = match &reverse {
+        Some(reverse) => Some(back::Back::load(&flow, reverse).await?),
+        None => None,
+    };
     let mut target = GroupClient::new(&flow.target)?;
     for group in groups {
         let translations = translator.translate_group(&mut source, &group, &partitions).await?;
-        if translations.is_empty() {
-            continue; // no offsets on the flow's topics: nothing to move
-        }
-        let rows = translations
+        let mut rows: Vec<GroupPartition> = translations
             .into_iter()
             .map(|t| {
                 let key = (t.source_topic.clone(), t.partition);
@@ -144,6 +149,12 @@ async fn planned(
                 row
             })
             .collect();
+        if let Some(back) = &back {
+            rows.extend(back.rows(&mut source, &group).await?);
+        }
+        if rows.is_empty() {
+            continue; // no offsets on the flow's topics: nothing to move
+        }
         report.groups.push(move_group(&mut target, &group, rows, None, &mut report.problems).await?);
     }
     Ok(report)

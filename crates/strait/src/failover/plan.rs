@@ -30,11 +30,12 @@ pub fn decide(downstream: Option<i64>, current: Option<i64>) -> Action {
 
 /// The target offset for a group at `upstream`, from the offset syncs' translation `translated`
 /// and the flow's saved position of the partition. A group that consumed everything Strait
-/// copied (`upstream` equal to the saved next offset) resumes right after the last record written
-/// to the target, exactly; offset syncs alone may place it up to `offset_lag_max` records earlier
-/// (MM2's translation). Never below `translated`.
+/// copied (`upstream` at or past the saved next offset: past it lie only transaction markers once
+/// a planned failover caught up, or records not copied yet, which reach the group when they are)
+/// resumes right after the last record written to the target, exactly; offset syncs alone may
+/// place it up to `offset_lag_max` records earlier (MM2's translation). Never below `translated`.
 pub fn translate_at_head(upstream: i64, translated: Option<i64>, saved: Option<&Saved>) -> Option<i64> {
-    let head = saved.filter(|s| s.next_offset == upstream).and_then(|s| s.last_downstream).map(|d| d + 1);
+    let head = saved.filter(|s| upstream >= s.next_offset).and_then(|s| s.last_downstream).map(|d| d + 1);
     match (translated, head) {
         (Some(t), Some(h)) => Some(t.max(h)),
         (t, h) => t.or(h),
@@ -65,6 +66,8 @@ mod tests {
         assert_eq!(translate_at_head(100, Some(85), Some(&saved(100, Some(99)))), Some(100));
         // Identity policy over a target with records of its own: downstream offsets differ.
         assert_eq!(translate_at_head(100, Some(130), Some(&saved(100, Some(149)))), Some(150));
+        // Past the head: only markers there, or records not copied yet.
+        assert_eq!(translate_at_head(102, Some(85), Some(&saved(100, Some(99)))), Some(100));
         // Behind the head, the syncs decide.
         assert_eq!(translate_at_head(90, Some(85), Some(&saved(100, Some(99)))), Some(85));
         // Never below the syncs' answer, with or without a position.
