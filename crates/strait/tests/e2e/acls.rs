@@ -90,15 +90,28 @@ async fn topic_acls_sync_to_the_renamed_target_topic() {
     // An ACL set only on the target, for the topic the flow will write.
     target.allow(&["--allow-principal", "User:carol", "--operation", "Describe", "--topic", &remote]).unwrap();
 
+    // A second flow, to a target with no authorizer (the shared cluster 2): it refuses each
+    // binding (SECURITY_DISABLED), which is logged once per binding while the data flows.
+    let (plain, plain_bootstrap) = (format!("{p}p"), cluster(2));
+    let flow = |to: &str| {
+        format!(
+            "[[flows]]\nsource = \"{src}\"\ntarget = \"{to}\"\ntopics = [\"{topic}\"]\n\
+             sync_topic_acls = true\nsync_topic_acls_interval_ms = 2000\n"
+        )
+    };
     let config = format!(
-        "{}{}[[flows]]\nsource = \"{src}\"\ntarget = \"{dst}\"\ntopics = [\"{topic}\"]\n\
-         sync_topic_acls = true\nsync_topic_acls_interval_ms = 2000\n",
+        "{}{}[[clusters]]\nalias = \"{plain}\"\nbootstrap_servers = \"{plain_bootstrap}\"\n{}{}",
         cluster_toml(&src, &source, SOURCE_PASSWORD),
-        cluster_toml(&dst, &target, TARGET_PASSWORD)
+        cluster_toml(&dst, &target, TARGET_PASSWORD),
+        flow(&dst),
+        flow(&plain)
     );
     let strait_run = Strait::start(&p, &config);
     let started = Instant::now();
-    wait_until("replicated", Duration::from_secs(90), || count(&b, &remote) == Some(20)).await;
+    wait_until("replicated", Duration::from_secs(90), || {
+        count(&b, &remote) == Some(20) && count(&plain_bootstrap, &remote) == Some(20)
+    })
+    .await;
     let on_remote = || bindings(&target.list_acls(&["--topic", &remote]).unwrap(), &remote);
     wait_until("alice's READ on the target topic", Duration::from_secs(60), || {
         on_remote().contains(&entry("alice", "READ", "ALLOW"))
@@ -136,7 +149,21 @@ async fn topic_acls_sync_to_the_renamed_target_topic() {
     assert_eq!(synced, Some(5.0), "alice, bob, mallory twice, dave: each created once");
     let logs = strait_run.logs();
     assert!(strait_run.stop().success(), "{logs}");
-    assert!(!logs.contains("refused topic ACL") && !logs.contains("cannot describe"), "{logs}");
+    let secured = format!("flow={src}->{dst} ");
+    let refusals = ["refused topic ACL", "cannot describe", "described no topic ACL"];
+    let secured_lines = logs.lines().filter(|l| l.contains(&secured));
+    assert!(secured_lines.clone().count() > 0, "{logs}");
+    assert!(secured_lines.filter(|l| refusals.iter().any(|r| l.contains(r))).count() == 0, "{logs}");
+    let hint = format!("cluster {plain} runs no authorizer, so it takes no ACLs");
+    for (principal, operation, permission) in [
+        ("alice", "READ", "ALLOW"),
+        ("bob", "READ", "ALLOW"),
+        ("mallory", "READ", "DENY"),
+        ("mallory", "WRITE", "DENY"),
+    ] {
+        let refused = format!("the target refused topic ACL User:{principal} from * {permission} {operation} on LITERAL topic {remote}: {hint}");
+        assert_eq!(logs.matches(&refused).count(), 1, "logged once: {refused}\n{logs}");
+    }
     eprintln!("first sync seen {first:?} after start (replication included); a later ACL after {later:?}");
 }
 
