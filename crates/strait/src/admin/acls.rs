@@ -145,7 +145,7 @@ impl fmt::Display for AclOperation {
 }
 
 impl fmt::Display for TopicAcl {
-    /// As Kafka's `AclBinding` reads, e.g. `User:alice from * ALLOW READ on LITERAL topic orders`.
+    /// One line for logs, e.g. `User:alice from * ALLOW READ on LITERAL topic orders`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let permission = match self.permission {
             AclPermission::Allow => "ALLOW",
