@@ -2,8 +2,8 @@
 //! and, for each slot the group gives it, drives a data path with the connector runtime — the
 //! TargetSink (fencing the slot's previous owner), the positions it left ([`crate::resume`]),
 //! then the source — retrying with backoff while a cluster is unreachable. A revoked slot drains
-//! before the group hands it on. The owner of slot 0 also runs heartbeats, checkpoints and topic
-//! config sync, sharing one control producer.
+//! before the group hands it on. The owner of slot 0 also runs heartbeats, checkpoints (sharing
+//! one control producer), and topic config and ACL sync.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Flow;
 use crate::control::checkpoint::CheckpointTask;
 use crate::control::heartbeat::{ensure_heartbeats_topic, run_heartbeats};
+use crate::control::topic_acls::run_topic_acl_sync;
 use crate::control::topic_configs::run_topic_config_sync;
 use crate::kafka::{classify_start, connect_error, control_producer, StartFailure};
 use crate::metrics::metrics;
@@ -217,15 +218,20 @@ const ONCE_PER_FLOW_STOP: Duration = Duration::from_secs(5);
 /// (a permanent start error, [`classify_start`]), which stops the flow.
 type OncePerFlow = (CancellationToken, JoinSet<ConnectResult<()>>);
 
-/// Heartbeats, checkpoints and topic config sync: run by the owner of slot 0 only, once its data
+/// Heartbeats, checkpoints, topic config and ACL sync: run by the owner of slot 0 only, once its data
 /// path started (so both clusters answered and accepted Strait's credentials).
 fn start_once_per_flow(flow: &Arc<Flow>) -> OncePerFlow {
-    tracing::info!(flow = %flow.name, "slot 0 owned: heartbeats, checkpoints and topic config sync run here");
+    tracing::info!(flow = %flow.name, "slot 0 owned: heartbeats, checkpoints, topic config and ACL sync run here");
     metrics().set_control_tasks_up(&flow.source.alias, &flow.target.alias, true);
     let (cancel, mut tasks) = (CancellationToken::new(), JoinSet::new());
     let (sync_flow, sync_cancel) = (flow.clone(), cancel.clone());
     tasks.spawn(async move {
         run_topic_config_sync(sync_flow, sync_cancel).await;
+        Ok(())
+    });
+    let (acl_flow, acl_cancel) = (flow.clone(), cancel.clone());
+    tasks.spawn(async move {
+        run_topic_acl_sync(acl_flow, acl_cancel).await;
         Ok(())
     });
     if flow.heartbeats.emit_heartbeats || flow.checkpoints.emit_checkpoints || flow.checkpoints.sync_group_offsets {
@@ -263,7 +269,7 @@ async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): OncePerFlow) {
     if finished.is_err() {
         tasks.shutdown().await;
     }
-    tracing::info!(flow = %flow.name, "slot 0 given up: heartbeats, checkpoints and topic config sync stopped here");
+    tracing::info!(flow = %flow.name, "slot 0 given up: heartbeats, checkpoints, topic config and ACL sync stopped here");
     metrics().set_control_tasks_up(&flow.source.alias, &flow.target.alias, false);
 }
 

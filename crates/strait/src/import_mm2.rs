@@ -57,6 +57,8 @@ const FLOW_SETTINGS: &[(&str, Setter)] = &[
     ("sync.topic.configs.enabled", set!(topic_configs.sync_topic_configs, boolean)),
     ("sync.topic.configs.interval.seconds", set!(topic_configs.sync_topic_configs_interval, seconds)),
     ("config.properties.exclude", set!(topic_configs.sync_topic_configs_exclude, patterns)),
+    ("sync.topic.acls.enabled", set!(topic_acls.sync_topic_acls, boolean)),
+    ("sync.topic.acls.interval.seconds", set!(topic_acls.sync_topic_acls_interval, seconds)),
 ];
 
 /// A comma-separated MM2 list.
@@ -129,8 +131,6 @@ fn reason(key: &str) -> &'static str {
     .any(|p| key.contains(p))
     {
         "a Kafka Connect setting: Strait does not run on Connect"
-    } else if key.contains("sync.topic.acls") {
-        "ACL sync is not supported"
     } else if [".producer.", ".consumer.", ".admin."].iter().any(|p| key.contains(p))
         || ["producer.", "consumer.", "admin."].iter().any(|p| last.starts_with(p))
     {

@@ -96,6 +96,7 @@ pub struct Metrics {
     slot_owned: Family<SlotLabels, Gauge>,
     control_tasks_up: Family<FlowLabels, Gauge>,
     throttled_ms: Family<FlowLabels, Counter>,
+    acls_synced: Family<FlowLabels, Counter>,
     residency_dropped: Family<TopicLabels, Counter>,
     topics_recreated: Family<TopicLabels, Counter>,
     loop_guard_dropped: Family<FlowLabels, Counter>,
@@ -168,6 +169,7 @@ impl Metrics {
             slot_owned: Family::default(),
             control_tasks_up: Family::default(),
             throttled_ms: Family::default(),
+            acls_synced: Family::default(),
             residency_dropped: Family::default(),
             topics_recreated: Family::default(),
             loop_guard_dropped: Family::default(),
@@ -200,13 +202,18 @@ impl Metrics {
         );
         r.register(
             "strait_control_tasks_up",
-            "1 while this instance runs the flow's heartbeats, checkpoints and topic config sync (the owner of slot 0)",
+            "1 while this instance runs the flow's heartbeats, checkpoints, topic config and ACL sync (the owner of slot 0)",
             m.control_tasks_up.clone(),
         );
         r.register(
             "strait_throttled_ms",
             "Time the flow's source waited to keep under max_bytes_per_second (ms)",
             m.throttled_ms.clone(),
+        );
+        r.register(
+            "strait_acls_synced",
+            "Topic ACL bindings created on the target by sync_topic_acls",
+            m.acls_synced.clone(),
         );
         r.register("strait_residency_dropped", "Records dropped by the residency gate", m.residency_dropped.clone());
         r.register(
@@ -319,6 +326,11 @@ impl Metrics {
     /// `strait_throttled_ms_total`).
     pub fn throttled_ms(&self, source: &str, target: &str) -> Counter {
         self.throttled_ms.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
+    }
+
+    /// The counter of topic ACL bindings the flow created on its target (`strait_acls_synced_total`).
+    pub fn acls_synced(&self, source: &str, target: &str) -> Counter {
+        self.acls_synced.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
     }
 
     /// Records whether the target of flow `name` answered its last probe (`/ready`).

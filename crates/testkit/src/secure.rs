@@ -154,9 +154,23 @@ impl SecureCluster {
     /// `["--allow-principal", "User:strait", "--operation", "Read", "--topic", "*"]`), through the
     /// internal listener. Errors: the command fails.
     pub fn allow(&self, args: &[&str]) -> io::Result<()> {
+        self.acl_command(&[&["--add", "--force"][..], args].concat()).map(drop)
+    }
+
+    /// What Kafka's `AclCommand --list` prints for `args` (e.g. `["--topic", "orders"]`; none:
+    /// every ACL), through the internal listener: a `Current ACLs for resource` line per resource
+    /// (`ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`), then one
+    /// `(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)` line per binding.
+    /// Errors: the command fails.
+    pub fn list_acls(&self, args: &[&str]) -> io::Result<String> {
+        self.acl_command(&[&["--list"][..], args].concat())
+    }
+
+    /// Runs `AclCommand` with `args` against the internal listener; returns its stdout.
+    fn acl_command(&self, args: &[&str]) -> io::Result<String> {
         let out = java_command(&kafka_libs()?, &self.cluster.dir, &[crate::HEAP])
             .arg("org.apache.kafka.tools.AclCommand")
-            .args(["--bootstrap-server", &self.cluster.internal, "--add", "--force"])
+            .args(["--bootstrap-server", &self.cluster.internal])
             .args(args)
             .output()?;
         if !out.status.success() {
@@ -166,6 +180,6 @@ impl SecureCluster {
                 String::from_utf8_lossy(&out.stderr)
             )));
         }
-        Ok(())
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 }

@@ -45,7 +45,8 @@ pub(super) unsafe fn failed(what: &str, code: rd::rd_kafka_resp_err_t, message: 
 }
 
 /// Waits up to `timeout_ms` (plus 1 s for the reply to arrive) for the result event of the admin
-/// request `what` sent to `queue`. Errors: a timeout, or the request's own error.
+/// request `what` sent to `queue`. Errors: a timeout, or the request's own error (logged at
+/// warn).
 ///
 /// # Safety
 /// `queue` is a live librdkafka queue the request's result is sent to.
@@ -54,15 +55,35 @@ pub(super) unsafe fn admin_result(
     timeout_ms: i32,
     what: &str,
 ) -> Result<Owned<rd::rd_kafka_event_t>, KafkaError> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { poll_result(queue, timeout_ms) }.map_err(|(code, message)| {
+        let code = RDKafkaErrorCode::from(code);
+        if code != RDKafkaErrorCode::OperationTimedOut {
+            tracing::warn!(code = %code, "{what}: {message}");
+        }
+        KafkaError::AdminOp(code)
+    })
+}
+
+/// [`admin_result`] without the log: the error comes back with librdkafka's message, for callers
+/// that decide themselves how loud a refusal is.
+///
+/// # Safety
+/// As [`admin_result`].
+pub(super) unsafe fn poll_result(
+    queue: *mut rd::rd_kafka_queue_t,
+    timeout_ms: i32,
+) -> Result<Owned<rd::rd_kafka_event_t>, (rd::rd_kafka_resp_err_t, String)> {
     // SAFETY: guaranteed by the caller; the event is owned and destroyed by the `Owned`.
     unsafe {
         let event = Owned(rd::rd_kafka_queue_poll(queue, timeout_ms.saturating_add(1_000)), rd::rd_kafka_event_destroy);
         if event.0.is_null() {
-            return Err(KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut));
+            let waited = i64::from(timeout_ms) + 1_000;
+            return Err((rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__TIMED_OUT, format!("no answer in {waited} ms")));
         }
         let code = rd::rd_kafka_event_error(event.0);
         if code != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(failed(what, code, rd::rd_kafka_event_error_string(event.0)));
+            return Err((code, string(rd::rd_kafka_event_error_string(event.0))));
         }
         Ok(event)
     }

@@ -1,11 +1,13 @@
 //! Topic administration shared by the sink and the control tasks: create-if-absent (and
 //! Strait's compacted state topics), partition counts, partition growth, and the topic configs
-//! worth copying and setting them.
+//! worth copying and setting them, and topic ACLs.
 
+mod acls;
 mod ffi;
 mod incremental;
 mod topic_ids;
 
+pub use acls::{AclError, AclOperation, AclPattern, AclPermission, TopicAcl};
 pub use topic_ids::{topic_ids, TopicId};
 
 use std::collections::{BTreeMap, HashMap};
@@ -176,6 +178,45 @@ impl Admin {
         let client = self.client.clone();
         let topic = topic.to_string();
         blocking(move || incremental::set_topic_configs(&client, &topic, &configs, ADMIN_TIMEOUT)).await
+    }
+
+    /// Every TOPIC ACL binding of the cluster (DescribeAcls; needs `Describe` on the cluster).
+    /// Errors: the broker's refusal (`SecurityDisabled` when it runs no authorizer) or a timeout.
+    pub async fn topic_acls(&self) -> Result<Vec<TopicAcl>, AclError> {
+        let client = self.client.clone();
+        blocking(move || acls::describe_topic_acls(&client, ADMIN_TIMEOUT)).await
+    }
+
+    /// Whether the cluster runs an authorizer: its first broker's `authorizer.class.name` is set,
+    /// or reading that config was refused (only an authorizer refuses). librdkafka 2.12 drops the
+    /// error of a DescribeAcls response, so an empty [`Admin::topic_acls`] cannot tell a cluster
+    /// without authorizer (`SECURITY_DISABLED`) from a missing `Describe` right; this can.
+    /// Errors: the cluster does not answer, or another refusal.
+    pub async fn runs_authorizer(&self) -> Result<bool, KafkaError> {
+        let client = self.client.clone();
+        let broker = blocking(move || client.inner().fetch_metadata(None, METADATA_TIMEOUT))
+            .await?
+            .brokers()
+            .first()
+            .map(|b| b.id())
+            .ok_or(KafkaError::AdminOp(RDKafkaErrorCode::BrokerNotAvailable))?;
+        let results = self.client.describe_configs(&[ResourceSpecifier::Broker(broker)], &opts()).await?;
+        match results.into_iter().next() {
+            Some(Ok(resource)) => Ok(resource
+                .get("authorizer.class.name")
+                .and_then(|e| e.value.as_deref())
+                .is_some_and(|v| !v.is_empty())),
+            Some(Err(RDKafkaErrorCode::ClusterAuthorizationFailed)) => Ok(true),
+            Some(Err(code)) => Err(KafkaError::AdminOp(code)),
+            None => Err(KafkaError::AdminOp(RDKafkaErrorCode::Fail)),
+        }
+    }
+
+    /// Creates `acls` (CreateAcls; needs `Alter` on the cluster) and returns each one's outcome,
+    /// in order; an existing binding is success. Errors: the request as a whole failed.
+    pub async fn create_topic_acls(&self, acls: Vec<TopicAcl>) -> Result<Vec<Result<(), AclError>>, AclError> {
+        let client = self.client.clone();
+        blocking(move || acls::create_topic_acls(&client, &acls, ADMIN_TIMEOUT)).await
     }
 }
 

@@ -9,7 +9,9 @@ use strait_mm2::ReplicationPolicy;
 
 use super::cluster::ClusterConfig;
 use super::kinds::{DeliveryKind, PolicyKind, SyncsLocation};
-use super::settings::{Batching, Checkpoints, FlowConfig, Heartbeats, Reading, ScaleOut, TopicConfigSync, Writing};
+use super::settings::{
+    Batching, Checkpoints, FlowConfig, Heartbeats, Reading, ScaleOut, TopicAclSync, TopicConfigSync, Writing,
+};
 use crate::residency::{names_of, ResidencyGate, ResidencyRules};
 use crate::rules::{err, ConfigError, NameFilter};
 
@@ -82,6 +84,8 @@ pub struct Flow {
     pub heartbeats: Heartbeats,
     /// Topic config sync.
     pub topic_configs: TopicConfigSync,
+    /// Topic ACL sync.
+    pub topic_acls: TopicAclSync,
     /// `[flows.scale_out]`.
     pub scale_out: ScaleOut,
 }
@@ -258,6 +262,7 @@ pub(super) fn resolve(
         checkpoints: f.checkpoints,
         heartbeats: f.heartbeats,
         topic_configs: f.topic_configs,
+        topic_acls: f.topic_acls,
         scale_out: f.scale_out,
     })
 }

@@ -30,7 +30,7 @@ pub use self::cluster::{is_secret, ClusterConfig};
 pub use self::flow::{Delivery, Flow, Skip};
 pub use self::kinds::{DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
 pub use self::settings::{
-    Batching, Checkpoints, FlowConfig, Heartbeats, Reading, Routing, ScaleOut, TopicConfigSync, Writing,
+    Batching, Checkpoints, FlowConfig, Heartbeats, Reading, Routing, ScaleOut, TopicAclSync, TopicConfigSync, Writing,
 };
 use crate::residency::{ResidencyConfig, ResidencyRules};
 use crate::rules::err;
@@ -103,6 +103,7 @@ pub fn flow_keys() -> Vec<&'static str> {
         keys::<Checkpoints>(),
         keys::<Heartbeats>(),
         keys::<TopicConfigSync>(),
+        keys::<TopicAclSync>(),
     ];
     concerns.into_iter().flatten().copied().chain(["scale_out"]).collect()
 }
@@ -140,7 +141,8 @@ impl FlowConfig {
             batching: read_at(flat.clone(), &field)?,
             checkpoints: read_at(flat.clone(), &field)?,
             heartbeats: read_at(flat.clone(), &field)?,
-            topic_configs: read_at(flat, &field)?,
+            topic_configs: read_at(flat.clone(), &field)?,
+            topic_acls: read_at(flat, &field)?,
             scale_out,
         })
     }

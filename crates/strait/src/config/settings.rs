@@ -265,6 +265,33 @@ impl Default for TopicConfigSync {
     }
 }
 
+/// Topic ACLs of the source applied to the target topics (MM2 `sync.topic.acls.enabled`, whose
+/// rules [`crate::control::topic_acls`] follows). Nothing is ever deleted on the target.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default)]
+pub struct TopicAclSync {
+    /// Create the source's literal topic ACLs on the target topics, ALLOW WRITE dropped and ALLOW
+    /// ALL made ALLOW READ (MM2 `sync.topic.acls.enabled`, on by default there). Default false.
+    pub sync_topic_acls: bool,
+    /// How often topic ACLs are synced, the first time at start (`sync_topic_acls_interval_ms`;
+    /// ms, [`bounds::INTERVAL_MS`]; MM2 `sync.topic.acls.interval.seconds`). Default 600 s.
+    #[serde(rename = "sync_topic_acls_interval_ms", with = "bounds::interval")]
+    pub sync_topic_acls_interval: Duration,
+}
+
+impl TopicAclSync {
+    /// The sync interval; `None` when the sync is off.
+    pub fn interval(&self) -> Option<Duration> {
+        self.sync_topic_acls.then_some(self.sync_topic_acls_interval)
+    }
+}
+
+impl Default for TopicAclSync {
+    fn default() -> Self {
+        Self { sync_topic_acls: false, sync_topic_acls_interval: Duration::from_secs(600) }
+    }
+}
+
 /// `[flows.scale_out]`: instances of a flow share its source partitions through a consumer group
 /// on the target cluster, in slots (see [`crate::slots`]).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -317,6 +344,9 @@ pub struct FlowConfig {
     /// Topic config sync.
     #[serde(flatten)]
     pub topic_configs: TopicConfigSync,
+    /// Topic ACL sync.
+    #[serde(flatten)]
+    pub topic_acls: TopicAclSync,
     /// `[flows.scale_out]`.
     pub scale_out: ScaleOut,
 }
@@ -332,6 +362,7 @@ impl FlowConfig {
             checkpoints: Checkpoints::default(),
             heartbeats: Heartbeats::default(),
             topic_configs: TopicConfigSync::default(),
+            topic_acls: TopicAclSync::default(),
             scale_out: ScaleOut::default(),
         }
     }

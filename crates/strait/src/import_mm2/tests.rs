@@ -153,3 +153,15 @@ fn errors_name_the_key() {
     let bad = "clusters = a, b\na.bootstrap.servers = x\nb.bootstrap.servers = y\na->b.enabled = true\nreplication.policy.class = com.acme.Custom\n";
     assert!(import(&props(bad)).err().unwrap().starts_with("replication.policy.class"));
 }
+
+#[test]
+fn acl_sync_is_carried() {
+    let imported = import(&props(
+        "clusters = eu, us\neu.bootstrap.servers = a:9092\nus.bootstrap.servers = b:9092\neu->us.enabled = true\n\
+         sync.topic.acls.enabled = true\neu->us.sync.topic.acls.interval.seconds = 60\n",
+    ))
+    .unwrap();
+    let flow = &flows(&imported)["eu->us"];
+    assert_eq!(flow.topic_acls.interval(), Some(std::time::Duration::from_secs(60)), "{}", imported.toml);
+    assert!(dropped(&imported).is_empty(), "{:?}", imported.dropped);
+}

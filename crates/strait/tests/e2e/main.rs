@@ -3,6 +3,7 @@
 
 mod support;
 
+mod acls;
 mod active_active;
 mod checkpoints;
 mod crash;
