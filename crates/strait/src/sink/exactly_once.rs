@@ -10,6 +10,7 @@ use strait_connect::{ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
 
 use super::errors::Retry;
+use super::mm2_offsets::Mm2Offsets;
 use super::producers::{producer_service, COMMIT_FLUSH_TIMEOUT};
 use super::service::DataProducer;
 use super::state;
@@ -31,11 +32,14 @@ pub struct ExactlyOnce {
     uncommitted_syncs: Vec<OffsetSync>,
     /// Offset syncs whose transaction committed.
     completed: CompletedSyncs,
+    /// MM2's source offsets, written in each transaction with its positions (`write_mm2_offsets`).
+    mm2_offsets: Option<Mm2Offsets>,
 }
 
 impl ExactlyOnce {
-    /// The state of a record producer with `transaction_timeout`, its transactions initialised.
-    pub fn new(transaction_timeout: Duration) -> Self {
+    /// The state of a record producer with `transaction_timeout`, its transactions initialised,
+    /// writing `mm2_offsets` with the positions when given.
+    pub fn new(transaction_timeout: Duration, mm2_offsets: Option<Mm2Offsets>) -> Self {
         Self {
             transaction_timeout,
             in_transaction: false,
@@ -43,6 +47,7 @@ impl ExactlyOnce {
             renew_producer: false,
             uncommitted_syncs: Vec::new(),
             completed: CompletedSyncs::default(),
+            mm2_offsets,
         }
     }
 
@@ -95,7 +100,9 @@ impl ExactlyOnce {
         if self.completed.is_on() {
             self.uncommitted_syncs.extend(syncs.iter().cloned());
         }
-        if let Err(failed) = state::send(&mut w.service, &w.syncs_topic, syncs, positions).await {
+        if let Err(failed) =
+            state::send(&mut w.service, &w.syncs_topic, syncs, positions, self.mm2_offsets.as_ref()).await
+        {
             return Err(w.produce_error(failed, self.retry()));
         }
         Ok(())

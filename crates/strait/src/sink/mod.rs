@@ -7,7 +7,8 @@
 //! `at_least_once` and `exactly_once` (how a batch is made durable, one per delivery `mode`),
 //! `state` (the at-least-once state transactions), `writer` (the record producer and its ack
 //! bookkeeping, shared by the roles), [`service`] (the producer itself), `errors` and
-//! `in_flight` (what failed, and how it is reported), `producers` (their settings).
+//! `in_flight` (what failed, and how it is reported), `producers` (their settings),
+//! `mm2_offsets` (MM2's source offsets beside the positions, with `write_mm2_offsets`).
 //!
 //! As a library ([`TargetSink::start`], [`Sink`]), with
 //! [`KafkaSource`](crate::source::KafkaSource) as the source: see
@@ -19,6 +20,7 @@ mod errors;
 mod exactly_once;
 mod in_flight;
 pub mod loop_guard;
+mod mm2_offsets;
 mod mode;
 mod partitions;
 mod producers;
@@ -101,6 +103,7 @@ impl TargetSink {
             let admin = Admin::new(cluster).map_err(|e| connect_error(&what, e))?;
             admin.create_state_topic(topic, rf).await.map_err(|e| connect_error(&what, e))?;
         }
+        mm2_offsets::Mm2Offsets::ensure_topic(&flow).await?;
         let transaction_timeout = match flow.delivery() {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),

@@ -9,6 +9,7 @@ use strait_connect::{ConnectError, ConnectResult};
 use super::at_least_once::AtLeastOnce;
 use super::exactly_once::ExactlyOnce;
 use super::in_flight::InFlight;
+use super::mm2_offsets::Mm2Offsets;
 use super::service::Failed;
 use super::writer::Writer;
 use crate::config::{ClusterConfig, Delivery, Flow};
@@ -35,7 +36,9 @@ impl Mode {
             Delivery::AtLeastOnce => {
                 Self::AtLeastOnce(Box::new(AtLeastOnce::start(flow, slot, syncs_cluster, syncs_topic).await?))
             }
-            Delivery::ExactlyOnce { transaction_timeout } => Self::ExactlyOnce(ExactlyOnce::new(transaction_timeout)),
+            Delivery::ExactlyOnce { transaction_timeout } => {
+                Self::ExactlyOnce(ExactlyOnce::new(transaction_timeout, Mm2Offsets::of(flow)))
+            }
         })
     }
 

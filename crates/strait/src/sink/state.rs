@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use super::errors::{fenced, is_fenced};
 use super::in_flight::{describe, InFlight};
+use super::mm2_offsets::Mm2Offsets;
 use super::service::{DataProducer, Failed, ProduceService};
 use super::syncs::CompletedSyncs;
 use crate::config::Flow;
@@ -34,18 +35,23 @@ pub struct State {
     pub positions: Vec<(SourceOffset, Vec<u8>, Vec<u8>)>,
 }
 
-/// Queues `syncs` (to `syncs_topic` on the target) and `positions` on `writer` and waits for
-/// every ack. Errors: the first that failed.
+/// Queues `syncs` (to `syncs_topic` on the target), `positions` and, with `mm2_offsets`, MM2's
+/// source offsets of the same positions on `writer` and waits for every ack. Errors: the first
+/// that failed.
 pub async fn send(
     writer: &mut ProduceService<InFlight>,
     syncs_topic: &str,
     syncs: Vec<OffsetSync>,
     positions: Vec<(SourceOffset, Vec<u8>, Vec<u8>)>,
+    mm2_offsets: Option<&Mm2Offsets>,
 ) -> Result<(), Failed<InFlight>> {
     for sync in syncs {
         let (key, value) = (sync.encode_key(), sync.encode_value());
         let record = BaseRecord::with_opaque_to(syncs_topic, 0).partition(0).key(&key[..]).payload(&value[..]);
         writer.send(record, InFlight::OffsetSync(sync), &mut |_, _| {}).await?;
+    }
+    if let Some(mm2_offsets) = mm2_offsets {
+        mm2_offsets.send(writer, &positions).await?;
     }
     for (position, key, value) in positions {
         let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
@@ -90,6 +96,8 @@ pub struct StateWriter {
     syncs_topic: String,
     /// `transaction.timeout.ms` of `service`.
     timeout: Duration,
+    /// MM2's source offsets, written with the positions (`write_mm2_offsets`).
+    mm2_offsets: Option<Mm2Offsets>,
 }
 
 impl StateWriter {
@@ -103,7 +111,8 @@ impl StateWriter {
         syncs_topic: String,
         timeout: Duration,
     ) -> Self {
-        Self { service, source_syncs, flow, slot, syncs_topic, timeout }
+        let mm2_offsets = Mm2Offsets::of(&flow);
+        Self { service, source_syncs, flow, slot, syncs_topic, timeout, mm2_offsets }
     }
 
     /// Writes `state` in one transaction and waits until it is committed; a transaction that
@@ -156,7 +165,7 @@ impl StateWriter {
                 .map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
             syncs.clear();
         }
-        send(&mut self.service, &self.syncs_topic, syncs, state.positions)
+        send(&mut self.service, &self.syncs_topic, syncs, state.positions, self.mm2_offsets.as_ref())
             .await
             .map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
         self.commit().await
