@@ -108,6 +108,32 @@ impl ExactlyOnce {
         Ok(())
     }
 
+    /// Writes MM2's source offsets of `positions` alone in a transaction of the record producer
+    /// (with `write_mm2_offsets`: those [`super::mm2_offsets::at_start`] when the slot starts; nothing
+    /// to do without the setting or positions). Errors: as [`Self::commit`]; a failed transaction
+    /// is aborted.
+    pub async fn write_mm2_offsets(&mut self, w: &mut Writer, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+        if self.mm2_offsets.is_none() || positions.is_empty() {
+            return Ok(());
+        }
+        self.begin(w).await?;
+        let sent = match &self.mm2_offsets {
+            Some(mm2_offsets) => match mm2_offsets.send(&mut w.service, &positions).await {
+                Ok(()) => w.await_acks().await,
+                failed => failed,
+            },
+            None => Ok(()),
+        };
+        if let Err(failed) = sent {
+            let e = w.produce_error(failed, self.retry());
+            self.abort(w).await?;
+            return Err(e);
+        }
+        self.transaction_call(w, "commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+        self.in_transaction = false;
+        Ok(())
+    }
+
     /// [`strait_connect::Sink::abort`]: aborts the open transaction (none open: nothing to do);
     /// acks of its records still to come are ignored, and offset syncs restart from the next
     /// record of each partition.

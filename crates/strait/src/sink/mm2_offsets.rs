@@ -3,7 +3,11 @@
 //! `mm2_offsets_topic` on the target in Kafka Connect's bytes ([`crate::mm2_offsets::encode`]),
 //! so a dedicated MM2 started on the same aliases resumes where Strait stopped. They travel in
 //! the positions' transaction: at-least-once, the state transaction written once the records are
-//! acknowledged; exactly-once, the batch's own transaction, with its records.
+//! acknowledged; exactly-once, the batch's own transaction, with its records. Positions are saved
+//! only for partitions that had records, so when a slot starts it first writes, in a transaction
+//! of its own, the MM2 offsets of all its saved positions ([`at_start`]): an idle partition, or
+//! one copied while the setting was off, resumes in MM2 where Strait stopped too, and an aborted
+//! transaction's offsets, which MM2 (reading `read_uncommitted`) would take, are superseded.
 //!
 //! Connect keeps the last value per key while reading every partition of its offsets topic, and
 //! its `KafkaOffsetBackingStore` sends without a partition, so the Java producer's murmur2 of the
@@ -11,14 +15,16 @@
 //! could win: librdkafka's `murmur2_random` partitioner is that hash for keyed records.
 
 use rdkafka::producer::BaseRecord;
-use strait_connect::{ConnectResult, SourceOffset};
+use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 
 use super::in_flight::InFlight;
 use super::service::{Failed, ProduceService};
 use crate::admin::Admin;
 use crate::config::Flow;
 use crate::kafka::connect_error;
-use crate::mm2_offsets::{encode, PARTITIONS};
+use crate::mm2_offsets::{self, encode, PARTITIONS};
+use crate::positions::{self, POSITIONS_TOPIC};
+use crate::slots::slot_of;
 
 /// Added to the settings of a flow's producers when `write_mm2_offsets` is on: MM2 offset records
 /// are sent without a partition, to go where the Java producer puts them. Every other record
@@ -61,19 +67,48 @@ impl Mm2Offsets {
             .map_err(|e| connect_error(&what, e))
     }
 
-    /// Queues on `writer` the MM2 offset record of each of `positions` (a batch's positions
-    /// records; each position is the last record handled of its partition, which is what MM2's
-    /// offset names). The caller awaits the acks. Errors: a record that could not be queued.
+    /// Queues on `writer` the MM2 offset record of each of `positions` (each the last record
+    /// handled of its partition, which is what MM2's offset names). The caller awaits the acks.
+    /// Errors: a record that could not be queued.
     pub async fn send(
         &self,
         writer: &mut ProduceService<InFlight>,
-        positions: &[(SourceOffset, Vec<u8>, Vec<u8>)],
+        positions: &[SourceOffset],
     ) -> Result<(), Failed<InFlight>> {
-        for (position, _, _) in positions {
+        for position in positions {
             let (key, value) = encode(&self.source_alias, position);
             let record = BaseRecord::with_opaque_to(&self.topic, 0).key(&key[..]).payload(&value[..]);
             writer.send(record, InFlight::Mm2Offset(position.clone()), &mut |_, _| {}).await?;
         }
         Ok(())
     }
+}
+
+/// With `write_mm2_offsets`, the saved positions of `slot`'s partitions, as the last record
+/// handled of each, but those where MM2's committed offset is ahead (MM2 ran after Strait: its
+/// offset stays); empty when the setting is off. Read after the slot's producers fenced its
+/// previous owner, so nothing moves them meanwhile. Errors: an offset error naming the topic that
+/// cannot be read.
+pub async fn at_start(flow: &Flow, slot: u32) -> ConnectResult<Vec<SourceOffset>> {
+    if !flow.writing.write_mm2_offsets {
+        return Ok(Vec::new());
+    }
+    let read = |topic: String| move |e| ConnectError::offset(format!("read {topic} on {}", flow.target.alias), e);
+    let strait = positions::load(&flow.target, &flow.name).await.map_err(read(POSITIONS_TOPIC.to_string()))?;
+    let mm2 = mm2_offsets::load(flow).await.map_err(read(flow.mm2_offsets_topic()))?;
+    let mut positions: Vec<SourceOffset> = strait
+        .into_iter()
+        .filter(|(tp, saved)| {
+            saved.next_offset > 0
+                && slot_of(&tp.0, tp.1, flow.slots()) == slot
+                && mm2.get(tp).is_none_or(|m| m.next_offset <= saved.next_offset)
+        })
+        .map(|((topic, partition), saved)| SourceOffset {
+            topic: topic.into(),
+            partition,
+            offset: saved.next_offset - 1,
+        })
+        .collect();
+    positions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    Ok(positions)
 }

@@ -109,9 +109,10 @@ impl TargetSink {
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
         let service = producers::producer_service(&flow, slot, transaction_timeout, &[]).await?;
-        let mode = Mode::start(&flow, slot, syncs_cluster, &syncs_topic).await?;
+        let mut mode = Mode::start(&flow, slot, syncs_cluster, &syncs_topic).await?;
+        let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;
         let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
-        let writer = Writer {
+        let mut writer = Writer {
             syncs: OffsetSyncWriter::new(flow.writing.offset_lag_max),
             stats: SinkMetrics::new(&flow),
             syncs_topic,
@@ -121,6 +122,7 @@ impl TargetSink {
             slot,
             service,
         };
+        mode.write_mm2_offsets(&mut writer, mm2_offsets_at_start).await?;
         Ok(Self { writer, mode, records, staged: Vec::new() })
     }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use strait_connect::{ConnectError, ConnectResult};
+use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 
 use super::at_least_once::AtLeastOnce;
 use super::exactly_once::ExactlyOnce;
@@ -54,6 +54,15 @@ impl Mode {
     pub fn returned(&mut self, started: Instant) {
         if let Self::AtLeastOnce(alo) = self {
             alo.returned(started);
+        }
+    }
+
+    /// Writes MM2's source offsets of `positions` in a transaction of their own (with
+    /// `write_mm2_offsets`, when the slot starts: [`super::mm2_offsets::at_start`]).
+    pub async fn write_mm2_offsets(&mut self, w: &mut Writer, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+        match self {
+            Self::AtLeastOnce(alo) => alo.write_mm2_offsets(positions).await,
+            Self::ExactlyOnce(eos) => eos.write_mm2_offsets(w, positions).await,
         }
     }
 

@@ -51,7 +51,8 @@ pub async fn send(
         writer.send(record, InFlight::OffsetSync(sync), &mut |_, _| {}).await?;
     }
     if let Some(mm2_offsets) = mm2_offsets {
-        mm2_offsets.send(writer, &positions).await?;
+        let offsets: Vec<SourceOffset> = positions.iter().map(|(position, _, _)| position.clone()).collect();
+        mm2_offsets.send(writer, &offsets).await?;
     }
     for (position, key, value) in positions {
         let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
@@ -84,6 +85,16 @@ pub async fn transaction_call(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// What one state transaction holds.
+enum Body {
+    /// A batch's offset syncs and positions ([`StateWriter::write`]).
+    State(State),
+    /// The ownership proof ([`StateWriter::prove_owner`]).
+    Probe,
+    /// MM2's source offsets alone ([`StateWriter::write_mm2_offsets`]).
+    Mm2Offsets(Vec<SourceOffset>),
 }
 
 /// At-least-once: the slot's transactional producer of offset syncs and positions.
@@ -119,7 +130,17 @@ impl StateWriter {
     /// fails is aborted. Errors: fenced by a newer owner of the slot ([`ConnectError::Fenced`]);
     /// else a backend error naming what could not be written.
     pub async fn write(&mut self, state: State) -> ConnectResult<()> {
-        self.transaction(Some(state)).await
+        self.transaction(Body::State(state)).await
+    }
+
+    /// Writes MM2's source offsets of `positions` alone in one transaction (with
+    /// `write_mm2_offsets`: those [`super::mm2_offsets::at_start`] when the slot starts; nothing to
+    /// do without the setting or positions). Errors: as [`Self::write`].
+    pub async fn write_mm2_offsets(&mut self, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+        if self.mm2_offsets.is_none() || positions.is_empty() {
+            return Ok(());
+        }
+        self.transaction(Body::Mm2Offsets(positions)).await
     }
 
     /// Proves the slot is still this instance's before it produces more, after a stall long
@@ -129,19 +150,19 @@ impl StateWriter {
     /// another instance started the slot's `transactional.id` (KIP-98 fencing). Errors:
     /// [`ConnectError::Fenced`] when another instance took the slot over; else a backend error.
     pub async fn prove_owner(&mut self) -> ConnectResult<()> {
-        self.transaction(None).await
+        self.transaction(Body::Probe).await
     }
 
-    /// One state transaction holding `state`, or the ownership proof when `None`; aborted if it
-    /// fails.
-    async fn transaction(&mut self, state: Option<State>) -> ConnectResult<()> {
+    /// One state transaction holding `body`; aborted if it fails.
+    async fn transaction(&mut self, body: Body) -> ConnectResult<()> {
         let name = self.flow.name.clone();
         transaction_call(&self.service, &name, "begin state transaction", self.timeout, |p, _| p.begin_transaction())
             .await
             .map_err(|e| self.failure(format!("flow {name}: begin state transaction"), e))?;
-        let written = match state {
-            Some(state) => self.write_in_transaction(state).await,
-            None => self.probe_in_transaction().await,
+        let written = match body {
+            Body::State(state) => self.write_in_transaction(state).await,
+            Body::Probe => self.probe_in_transaction().await,
+            Body::Mm2Offsets(positions) => self.mm2_offsets_in_transaction(positions).await,
         };
         if written.is_err() && self.service.fatal_error().is_none() {
             // Left open, the transaction would hold back every read_committed read of the
@@ -178,6 +199,19 @@ impl StateWriter {
         let sent = match self.service.send(record, InFlight::OwnerProbe, &mut |_, _| {}).await {
             Ok(()) => self.service.wait_acks(0, &mut |_, _| {}).await,
             failed => failed,
+        };
+        sent.map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+        self.commit().await
+    }
+
+    /// The body of [`Self::write_mm2_offsets`]'s transaction: the MM2 offsets, then the commit.
+    async fn mm2_offsets_in_transaction(&mut self, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+        let sent = match &self.mm2_offsets {
+            Some(mm2_offsets) => match mm2_offsets.send(&mut self.service, &positions).await {
+                Ok(()) => self.service.wait_acks(0, &mut |_, _| {}).await,
+                failed => failed,
+            },
+            None => Ok(()),
         };
         sent.map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
         self.commit().await
