@@ -86,10 +86,13 @@ impl TargetSink {
     /// cluster with `offset_syncs_location = "source"`, KIP-716). The slot's transactional
     /// producer's `init_transactions` runs in it: it fences the slot's previous owner and
     /// completes its open transaction, so the positions read after it returns (`read_committed`,
-    /// [`crate::resume::load::stored`]) are the last committed ones.
+    /// [`crate::resume::load::stored`]) are the last committed ones. With `write_mm2_offsets`, it
+    /// also ensures the MM2 offsets topic and writes the MM2 offsets of the slot's saved
+    /// positions (`mm2_offsets::at_start`).
     ///
     /// Errors: [`ConnectError::Backend`] when a cluster cannot be reached, a producer created or a
-    /// topic created; [`ConnectError::Denied`] when an ACL forbids it;
+    /// topic created; [`ConnectError::Offset`] when the positions or MM2 offsets cannot be read;
+    /// [`ConnectError::Denied`] when an ACL forbids it;
     /// [`ConnectError::Transaction`] / [`ConnectError::Retriable`] when the target refuses, or
     /// cannot yet initialise, the slot's transactions.
     pub async fn start(params: SinkParams) -> Result<Self, ConnectError> {
