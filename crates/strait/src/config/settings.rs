@@ -139,6 +139,10 @@ pub struct Writing {
     /// -1 for the broker's `default.replication.factor`. Default -1.
     #[serde(with = "bounds::replication_factor")]
     pub replication_factor: i32,
+    /// Also write MirrorMaker 2's source offsets (Kafka Connect's format) to the flow's
+    /// `mm2_offsets_topic` whenever positions are saved, so a dedicated MM2 on the same aliases
+    /// resumes where Strait stopped ([`crate::sink`]'s `mm2_offsets`). Default false.
+    pub write_mm2_offsets: bool,
 }
 
 impl Default for Writing {
@@ -149,6 +153,7 @@ impl Default for Writing {
             offset_syncs_topic_location: SyncsLocation::Target,
             offset_lag_max: strait_mm2::DEFAULT_OFFSET_LAG_MAX,
             replication_factor: -1,
+            write_mm2_offsets: false,
         }
     }
 }

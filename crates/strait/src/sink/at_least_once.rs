@@ -203,6 +203,12 @@ impl AtLeastOnce {
         }
     }
 
+    /// Writes MM2's source offsets of `positions` in a state transaction of their own
+    /// ([`StateWriter::write_mm2_offsets`]). Errors: as that write, or the previous one's.
+    pub async fn write_mm2_offsets(&mut self, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+        self.state.ready().await?.write_mm2_offsets(positions).await
+    }
+
     /// The offset syncs written since the last call (for `TargetSink::drain_offset_syncs`).
     pub fn drain_offset_syncs(&mut self) -> Vec<OffsetSync> {
         self.state.drain_completed()

@@ -10,6 +10,7 @@ use strait_connect::{ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
 
 use super::errors::Retry;
+use super::mm2_offsets::Mm2Offsets;
 use super::producers::{producer_service, COMMIT_FLUSH_TIMEOUT};
 use super::service::DataProducer;
 use super::state;
@@ -31,11 +32,14 @@ pub struct ExactlyOnce {
     uncommitted_syncs: Vec<OffsetSync>,
     /// Offset syncs whose transaction committed.
     completed: CompletedSyncs,
+    /// MM2's source offsets, written in each transaction with its positions (`write_mm2_offsets`).
+    mm2_offsets: Option<Mm2Offsets>,
 }
 
 impl ExactlyOnce {
-    /// The state of a record producer with `transaction_timeout`, its transactions initialised.
-    pub fn new(transaction_timeout: Duration) -> Self {
+    /// The state of a record producer with `transaction_timeout`, its transactions initialised,
+    /// writing `mm2_offsets` with the positions when given.
+    pub fn new(transaction_timeout: Duration, mm2_offsets: Option<Mm2Offsets>) -> Self {
         Self {
             transaction_timeout,
             in_transaction: false,
@@ -43,6 +47,7 @@ impl ExactlyOnce {
             renew_producer: false,
             uncommitted_syncs: Vec::new(),
             completed: CompletedSyncs::default(),
+            mm2_offsets,
         }
     }
 
@@ -95,9 +100,37 @@ impl ExactlyOnce {
         if self.completed.is_on() {
             self.uncommitted_syncs.extend(syncs.iter().cloned());
         }
-        if let Err(failed) = state::send(&mut w.service, &w.syncs_topic, syncs, positions).await {
+        if let Err(failed) =
+            state::send(&mut w.service, &w.syncs_topic, syncs, positions, self.mm2_offsets.as_ref()).await
+        {
             return Err(w.produce_error(failed, self.retry()));
         }
+        Ok(())
+    }
+
+    /// Writes MM2's source offsets of `positions` alone in a transaction of the record producer
+    /// (with `write_mm2_offsets`: those [`super::mm2_offsets::at_start`] when the slot starts; nothing
+    /// to do without the setting or positions). Errors: as [`Self::commit`]; a failed transaction
+    /// is aborted.
+    pub async fn write_mm2_offsets(&mut self, w: &mut Writer, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+        if self.mm2_offsets.is_none() || positions.is_empty() {
+            return Ok(());
+        }
+        self.begin(w).await?;
+        let sent = match &self.mm2_offsets {
+            Some(mm2_offsets) => match mm2_offsets.send(&mut w.service, &positions).await {
+                Ok(()) => w.await_acks().await,
+                failed => failed,
+            },
+            None => Ok(()),
+        };
+        if let Err(failed) = sent {
+            let e = w.produce_error(failed, self.retry());
+            self.abort(w).await?;
+            return Err(e);
+        }
+        self.transaction_call(w, "commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+        self.in_transaction = false;
         Ok(())
     }
 

@@ -20,6 +20,8 @@ pub enum InFlight {
     OffsetSync(OffsetSync),
     /// A source position of the batch.
     Position(SourceOffset),
+    /// MM2's source offset of a position of the batch (`write_mm2_offsets`).
+    Mm2Offset(SourceOffset),
     /// The record of a state transaction that proves the slot is still this instance's
     /// (`StateWriter::prove_owner`).
     OwnerProbe,
@@ -40,6 +42,13 @@ pub fn describe(flow: &Flow, syncs_topic: &str, what: InFlight) -> String {
         InFlight::Position(p) => format!(
             "flow {name}: position of {} partition {} offset {} could not be saved to {POSITIONS_TOPIC}",
             p.topic, p.partition, p.offset
+        ),
+        InFlight::Mm2Offset(p) => format!(
+            "flow {name}: MM2 source offset of {} partition {} offset {} could not be written to {}",
+            p.topic,
+            p.partition,
+            p.offset,
+            flow.mm2_offsets_topic()
         ),
         InFlight::OwnerProbe => {
             format!("flow {name}: the state transaction proving this instance owns its slot failed on {target}")

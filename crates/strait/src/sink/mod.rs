@@ -7,7 +7,8 @@
 //! `at_least_once` and `exactly_once` (how a batch is made durable, one per delivery `mode`),
 //! `state` (the at-least-once state transactions), `writer` (the record producer and its ack
 //! bookkeeping, shared by the roles), [`service`] (the producer itself), `errors` and
-//! `in_flight` (what failed, and how it is reported), `producers` (their settings).
+//! `in_flight` (what failed, and how it is reported), `producers` (their settings),
+//! `mm2_offsets` (MM2's source offsets beside the positions, with `write_mm2_offsets`).
 //!
 //! As a library ([`TargetSink::start`], [`Sink`]), with
 //! [`KafkaSource`](crate::source::KafkaSource) as the source: see
@@ -19,6 +20,7 @@ mod errors;
 mod exactly_once;
 mod in_flight;
 pub mod loop_guard;
+mod mm2_offsets;
 mod mode;
 mod partitions;
 mod producers;
@@ -84,10 +86,13 @@ impl TargetSink {
     /// cluster with `offset_syncs_location = "source"`, KIP-716). The slot's transactional
     /// producer's `init_transactions` runs in it: it fences the slot's previous owner and
     /// completes its open transaction, so the positions read after it returns (`read_committed`,
-    /// [`crate::resume::load::stored`]) are the last committed ones.
+    /// [`crate::resume::load::stored`]) are the last committed ones. With `write_mm2_offsets`, it
+    /// also ensures the MM2 offsets topic and writes the MM2 offsets of the slot's saved
+    /// positions (`mm2_offsets::at_start`).
     ///
     /// Errors: [`ConnectError::Backend`] when a cluster cannot be reached, a producer created or a
-    /// topic created; [`ConnectError::Denied`] when an ACL forbids it;
+    /// topic created; [`ConnectError::Offset`] when the positions or MM2 offsets cannot be read;
+    /// [`ConnectError::Denied`] when an ACL forbids it;
     /// [`ConnectError::Transaction`] / [`ConnectError::Retriable`] when the target refuses, or
     /// cannot yet initialise, the slot's transactions.
     pub async fn start(params: SinkParams) -> Result<Self, ConnectError> {
@@ -101,14 +106,16 @@ impl TargetSink {
             let admin = Admin::new(cluster).map_err(|e| connect_error(&what, e))?;
             admin.create_state_topic(topic, rf).await.map_err(|e| connect_error(&what, e))?;
         }
+        mm2_offsets::Mm2Offsets::ensure_topic(&flow).await?;
         let transaction_timeout = match flow.delivery() {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
         let service = producers::producer_service(&flow, slot, transaction_timeout, &[]).await?;
-        let mode = Mode::start(&flow, slot, syncs_cluster, &syncs_topic).await?;
+        let mut mode = Mode::start(&flow, slot, syncs_cluster, &syncs_topic).await?;
+        let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;
         let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
-        let writer = Writer {
+        let mut writer = Writer {
             syncs: OffsetSyncWriter::new(flow.writing.offset_lag_max),
             stats: SinkMetrics::new(&flow),
             syncs_topic,
@@ -118,6 +125,7 @@ impl TargetSink {
             slot,
             service,
         };
+        mode.write_mm2_offsets(&mut writer, mm2_offsets_at_start).await?;
         Ok(Self { writer, mode, records, staged: Vec::new() })
     }
 

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use strait_connect::{ConnectError, ConnectResult};
+use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 
 use super::at_least_once::AtLeastOnce;
 use super::exactly_once::ExactlyOnce;
 use super::in_flight::InFlight;
+use super::mm2_offsets::Mm2Offsets;
 use super::service::Failed;
 use super::writer::Writer;
 use crate::config::{ClusterConfig, Delivery, Flow};
@@ -35,7 +36,9 @@ impl Mode {
             Delivery::AtLeastOnce => {
                 Self::AtLeastOnce(Box::new(AtLeastOnce::start(flow, slot, syncs_cluster, syncs_topic).await?))
             }
-            Delivery::ExactlyOnce { transaction_timeout } => Self::ExactlyOnce(ExactlyOnce::new(transaction_timeout)),
+            Delivery::ExactlyOnce { transaction_timeout } => {
+                Self::ExactlyOnce(ExactlyOnce::new(transaction_timeout, Mm2Offsets::of(flow)))
+            }
         })
     }
 
@@ -51,6 +54,15 @@ impl Mode {
     pub fn returned(&mut self, started: Instant) {
         if let Self::AtLeastOnce(alo) = self {
             alo.returned(started);
+        }
+    }
+
+    /// Writes MM2's source offsets of `positions` in a transaction of their own (with
+    /// `write_mm2_offsets`, when the slot starts: [`super::mm2_offsets::at_start`]).
+    pub async fn write_mm2_offsets(&mut self, w: &mut Writer, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+        match self {
+            Self::AtLeastOnce(alo) => alo.write_mm2_offsets(positions).await,
+            Self::ExactlyOnce(eos) => eos.write_mm2_offsets(w, positions).await,
         }
     }
 

@@ -82,6 +82,9 @@ pub async fn producer_service(
         ]),
     }
     settings.extend_from_slice(extra);
+    if flow.writing.write_mm2_offsets {
+        settings.extend_from_slice(super::mm2_offsets::PRODUCER_SETTINGS);
+    }
     let service = ProduceService::new(&flow.target, &settings)
         .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
     if let Some(timeout) = transaction_timeout {

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use super::errors::{fenced, is_fenced};
 use super::in_flight::{describe, InFlight};
+use super::mm2_offsets::Mm2Offsets;
 use super::service::{DataProducer, Failed, ProduceService};
 use super::syncs::CompletedSyncs;
 use crate::config::Flow;
@@ -34,18 +35,24 @@ pub struct State {
     pub positions: Vec<(SourceOffset, Vec<u8>, Vec<u8>)>,
 }
 
-/// Queues `syncs` (to `syncs_topic` on the target) and `positions` on `writer` and waits for
-/// every ack. Errors: the first that failed.
+/// Queues `syncs` (to `syncs_topic` on the target), `positions` and, with `mm2_offsets`, MM2's
+/// source offsets of the same positions on `writer` and waits for every ack. Errors: the first
+/// that failed.
 pub async fn send(
     writer: &mut ProduceService<InFlight>,
     syncs_topic: &str,
     syncs: Vec<OffsetSync>,
     positions: Vec<(SourceOffset, Vec<u8>, Vec<u8>)>,
+    mm2_offsets: Option<&Mm2Offsets>,
 ) -> Result<(), Failed<InFlight>> {
     for sync in syncs {
         let (key, value) = (sync.encode_key(), sync.encode_value());
         let record = BaseRecord::with_opaque_to(syncs_topic, 0).partition(0).key(&key[..]).payload(&value[..]);
         writer.send(record, InFlight::OffsetSync(sync), &mut |_, _| {}).await?;
+    }
+    if let Some(mm2_offsets) = mm2_offsets {
+        let offsets: Vec<SourceOffset> = positions.iter().map(|(position, _, _)| position.clone()).collect();
+        mm2_offsets.send(writer, &offsets).await?;
     }
     for (position, key, value) in positions {
         let record = BaseRecord::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(&key[..]).payload(&value[..]);
@@ -80,6 +87,16 @@ pub async fn transaction_call(
     }
 }
 
+/// What one state transaction holds.
+enum Body {
+    /// A batch's offset syncs and positions ([`StateWriter::write`]).
+    State(State),
+    /// The ownership proof ([`StateWriter::prove_owner`]).
+    Probe,
+    /// MM2's source offsets alone ([`StateWriter::write_mm2_offsets`]).
+    Mm2Offsets(Vec<SourceOffset>),
+}
+
 /// At-least-once: the slot's transactional producer of offset syncs and positions.
 pub struct StateWriter {
     service: ProduceService<InFlight>,
@@ -90,6 +107,8 @@ pub struct StateWriter {
     syncs_topic: String,
     /// `transaction.timeout.ms` of `service`.
     timeout: Duration,
+    /// MM2's source offsets, written with the positions (`write_mm2_offsets`).
+    mm2_offsets: Option<Mm2Offsets>,
 }
 
 impl StateWriter {
@@ -103,14 +122,25 @@ impl StateWriter {
         syncs_topic: String,
         timeout: Duration,
     ) -> Self {
-        Self { service, source_syncs, flow, slot, syncs_topic, timeout }
+        let mm2_offsets = Mm2Offsets::of(&flow);
+        Self { service, source_syncs, flow, slot, syncs_topic, timeout, mm2_offsets }
     }
 
     /// Writes `state` in one transaction and waits until it is committed; a transaction that
     /// fails is aborted. Errors: fenced by a newer owner of the slot ([`ConnectError::Fenced`]);
     /// else a backend error naming what could not be written.
     pub async fn write(&mut self, state: State) -> ConnectResult<()> {
-        self.transaction(Some(state)).await
+        self.transaction(Body::State(state)).await
+    }
+
+    /// Writes MM2's source offsets of `positions` alone in one transaction (with
+    /// `write_mm2_offsets`: those [`super::mm2_offsets::at_start`] when the slot starts; nothing to
+    /// do without the setting or positions). Errors: as [`Self::write`].
+    pub async fn write_mm2_offsets(&mut self, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+        if self.mm2_offsets.is_none() || positions.is_empty() {
+            return Ok(());
+        }
+        self.transaction(Body::Mm2Offsets(positions)).await
     }
 
     /// Proves the slot is still this instance's before it produces more, after a stall long
@@ -120,19 +150,19 @@ impl StateWriter {
     /// another instance started the slot's `transactional.id` (KIP-98 fencing). Errors:
     /// [`ConnectError::Fenced`] when another instance took the slot over; else a backend error.
     pub async fn prove_owner(&mut self) -> ConnectResult<()> {
-        self.transaction(None).await
+        self.transaction(Body::Probe).await
     }
 
-    /// One state transaction holding `state`, or the ownership proof when `None`; aborted if it
-    /// fails.
-    async fn transaction(&mut self, state: Option<State>) -> ConnectResult<()> {
+    /// One state transaction holding `body`; aborted if it fails.
+    async fn transaction(&mut self, body: Body) -> ConnectResult<()> {
         let name = self.flow.name.clone();
         transaction_call(&self.service, &name, "begin state transaction", self.timeout, |p, _| p.begin_transaction())
             .await
             .map_err(|e| self.failure(format!("flow {name}: begin state transaction"), e))?;
-        let written = match state {
-            Some(state) => self.write_in_transaction(state).await,
-            None => self.probe_in_transaction().await,
+        let written = match body {
+            Body::State(state) => self.write_in_transaction(state).await,
+            Body::Probe => self.probe_in_transaction().await,
+            Body::Mm2Offsets(positions) => self.mm2_offsets_in_transaction(positions).await,
         };
         if written.is_err() && self.service.fatal_error().is_none() {
             // Left open, the transaction would hold back every read_committed read of the
@@ -156,7 +186,7 @@ impl StateWriter {
                 .map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
             syncs.clear();
         }
-        send(&mut self.service, &self.syncs_topic, syncs, state.positions)
+        send(&mut self.service, &self.syncs_topic, syncs, state.positions, self.mm2_offsets.as_ref())
             .await
             .map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
         self.commit().await
@@ -169,6 +199,19 @@ impl StateWriter {
         let sent = match self.service.send(record, InFlight::OwnerProbe, &mut |_, _| {}).await {
             Ok(()) => self.service.wait_acks(0, &mut |_, _| {}).await,
             failed => failed,
+        };
+        sent.map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+        self.commit().await
+    }
+
+    /// The body of [`Self::write_mm2_offsets`]'s transaction: the MM2 offsets, then the commit.
+    async fn mm2_offsets_in_transaction(&mut self, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+        let sent = match &self.mm2_offsets {
+            Some(mm2_offsets) => match mm2_offsets.send(&mut self.service, &positions).await {
+                Ok(()) => self.service.wait_acks(0, &mut |_, _| {}).await,
+                failed => failed,
+            },
+            None => Ok(()),
         };
         sent.map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
         self.commit().await
