@@ -110,8 +110,9 @@ enum Command {
         /// unplanned; `planned`: the source must answer; `unplanned`: the source is not asked.
         #[arg(long, value_enum, default_value = "auto")]
         mode: FailoverMode,
-        /// How long, in ms, the source may take to answer before `auto` treats it as lost.
-        #[arg(long, default_value_t = 10_000)]
+        /// How long, in ms, the source may take to answer before `auto` treats it as lost (at
+        /// least 1; librdkafka gives up on its own after 15 s).
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
         source_timeout_ms: u64,
         /// `text` (aligned columns) or `json` (the report as one object).
         #[arg(long, value_enum, default_value = "text")]
@@ -258,9 +259,8 @@ fn print_as(output: Output, value: &impl serde::Serialize, text: impl FnOnce() -
 }
 
 async fn translate(flows: Vec<Flow>, flow: &str, group: &str, output: Output) -> ExitCode {
-    let Some(flow) = flows.into_iter().find(|f| f.name == flow) else {
-        print_err!("strait: --flow {flow:?} is not a flow of the config (expected SOURCE->TARGET)");
-        return ExitCode::from(2);
+    let Some(flow) = flows.iter().find(|f| f.name == flow).cloned() else {
+        return unknown_flow(flow, &flows);
     };
     let flow = Arc::new(flow);
     let result = async {
@@ -303,8 +303,7 @@ async fn failover(
     output: Output,
 ) -> ExitCode {
     let Some(flow) = flows.iter().find(|f| f.name == flow).cloned() else {
-        print_err!("strait: --flow {flow:?} is not a flow of the config (expected SOURCE->TARGET)");
-        return ExitCode::from(2);
+        return unknown_flow(flow, &flows);
     };
     let reverse =
         flows.into_iter().find(|f| f.source.alias == flow.target.alias && f.target.alias == flow.source.alias);
@@ -334,10 +333,21 @@ async fn failover(
             }
         }
         Err(e) => {
-            print_err!("strait: failover of flow {name} failed, nothing more moved: {e}");
+            print_err!("strait: failover of flow {name} failed: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Exit 2 for a `--flow` the config does not have, naming the ones it has (quote them in a shell:
+/// `>` redirects).
+fn unknown_flow(flow: &str, flows: &[Flow]) -> ExitCode {
+    let names: Vec<String> = flows.iter().map(|f| format!("'{}'", f.name)).collect();
+    print_err!(
+        "strait: --flow {flow:?} is not a flow of the config (expected SOURCE->TARGET, quoted in a shell); its flows: {}",
+        names.join(", ")
+    );
+    ExitCode::from(2)
 }
 
 async fn run(flows: Vec<Flow>, metrics_addr: Option<std::net::SocketAddr>) -> ExitCode {

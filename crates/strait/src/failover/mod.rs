@@ -25,12 +25,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rdkafka::error::KafkaError;
+use strait_connect::ConnectError;
 use strait_mm2::Checkpoint;
 
-use crate::config::Flow;
-use crate::control::checkpoint::groups::GroupClient;
+use crate::config::{ClusterConfig, Flow};
+use crate::control::checkpoint::groups::{GroupClient, GroupListing};
 use crate::control::checkpoint::translate::Translator;
-use crate::kafka::{blocking, StateReader};
+use crate::kafka::{blocking, connect_error, StateReader};
 use crate::positions::{self, Positions};
 use crate::rules::NameFilter;
 pub use caught_up::Lag;
@@ -65,14 +66,25 @@ pub struct Options {
 /// Moves the groups of `flow` to its target cluster as `options` say and reports what was done,
 /// per group and partition. `reverse`, the flow from `flow`'s target to its source if the config
 /// has one, moves home (planned) the offsets of topics it wrote that `flow` does not carry back
-/// (the default policy's `A.orders` on B, see `back`). Problems that leave a group unmoved (active on the target, a commit
-/// refused, lag left after `options.wait`) are in [`Report::problems`].
-/// Errors: the target cannot be read; the source cannot be read in planned mode.
-pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Options) -> Result<Report, KafkaError> {
-    let source = GroupClient::new(&flow.source)?;
+/// (the default policy's `A.orders` on B, see `back`). What leaves a group unmoved (active on
+/// either cluster, a commit refused, records left to copy after `options.wait`) is in
+/// [`Report::problems`], its rows marked [`Action::Skipped`].
+/// Errors: a cluster that must answer does not, named with its role, alias and address (the
+/// source only in planned mode).
+pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Options) -> Result<Report, ConnectError> {
+    let on_source = on(&flow.source, "source");
+    let source = GroupClient::new(&flow.source).map_err(&on_source)?;
     let listing = match options.mode {
         Mode::Unplanned => None,
-        Mode::Planned => Some(source.list(None).await?),
+        Mode::Planned => Some(source.list(None).await.map_err(|e| {
+            connect_error(
+                format!(
+                    "source cluster {} at {} does not list its groups (lost? then --mode unplanned)",
+                    flow.source.alias, flow.source.bootstrap_servers
+                ),
+                e,
+            )
+        })?),
         Mode::Auto => match tokio::time::timeout(options.source_timeout, source.list(None)).await {
             Ok(Ok(groups)) => Some(groups),
             Ok(Err(e)) => {
@@ -88,8 +100,8 @@ pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Opt
     let filter = options.groups.as_ref().unwrap_or(&flow.groups);
     let mut report = match listing {
         Some(groups) => {
-            let names = groups.into_iter().map(|g| g.name).filter(|g| filter.matches(g)).collect();
-            planned(flow.clone(), reverse, source, names, options.wait).await?
+            let groups = groups.into_iter().filter(|g| filter.matches(&g.name)).collect();
+            planned(flow.clone(), reverse, source, groups, options.wait).await?
         }
         None => unplanned(flow.clone(), filter).await?,
     };
@@ -100,20 +112,28 @@ pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Opt
     Ok(report)
 }
 
+/// Names `cluster` (its `role`, alias and address) in an error from it.
+fn on<'a>(cluster: &'a ClusterConfig, role: &'a str) -> impl Fn(KafkaError) -> ConnectError + 'a {
+    move |e| connect_error(format!("{role} cluster {} at {}", cluster.alias, cluster.bootstrap_servers), e)
+}
+
 async fn planned(
     flow: Arc<Flow>,
     reverse: Option<Arc<Flow>>,
     mut source: GroupClient,
-    groups: BTreeSet<String>,
+    groups: Vec<GroupListing>,
     wait: Duration,
-) -> Result<Report, KafkaError> {
-    let mut translator = Translator::new(flow.clone())?;
-    let partitions = translator.replicated_partitions(&source).await?;
+) -> Result<Report, ConnectError> {
+    let (on_source, on_target) = (on(&flow.source, "source"), on(&flow.target, "target"));
+    let mut translator = Translator::new(flow.clone()).map_err(&on_target)?;
+    let partitions = translator.replicated_partitions(&source).await.map_err(&on_source)?;
     let mut used = BTreeSet::new();
     for group in &groups {
-        used.extend(source.committed(group, &partitions).await?.into_keys());
+        used.extend(source.committed(&group.name, &partitions).await.map_err(&on_source)?.into_keys());
     }
-    let (lags, saved) = caught_up::wait(&flow, &used, wait).await?;
+    let (lags, saved) = caught_up::wait(&flow, &used, wait)
+        .await
+        .map_err(|e| connect_error(format!("reading the lag of flow {} (source and target clusters)", flow.name), e))?;
     let mut report = Report::new(&flow, "planned");
     let behind: i64 = lags.values().map(|l| l.unreplicated).sum();
     for ((topic, partition), lag) in &lags {
@@ -125,18 +145,18 @@ async fn planned(
              with --wait-ms, or move the groups to what is replicated with --mode unplanned)",
             wait.as_millis()
         ));
-        return Ok(report);
     }
     // Read after the wait: the groups' last commits and the offset syncs of the last batches.
-    translator.catch_up().await?;
-    let history = SyncHistory::load(&flow).await?;
+    translator.catch_up().await.map_err(&on_target)?;
+    let history = SyncHistory::load(&flow).await.map_err(&on_target)?;
     let back = match &reverse {
-        Some(reverse) => Some(back::Back::load(&flow, reverse).await?),
+        Some(reverse) => Some(back::Back::load(&flow, reverse).await.map_err(&on_source)?),
         None => None,
     };
-    let mut target = GroupClient::new(&flow.target)?;
+    let mut target = GroupClient::new(&flow.target).map_err(&on_target)?;
     for group in groups {
-        let translations = translator.translate_group(&mut source, &group, &partitions).await?;
+        let name = &group.name;
+        let translations = translator.translate_group(&mut source, name, &partitions).await.map_err(&on_source)?;
         let mut rows: Vec<GroupPartition> = translations
             .into_iter()
             .map(|t| {
@@ -150,23 +170,50 @@ async fn planned(
             })
             .collect();
         if let Some(back) = &back {
-            rows.extend(back.rows(&mut source, &group).await?);
+            rows.extend(back.rows(&mut source, name).await.map_err(&on_source)?);
         }
         if rows.is_empty() {
             continue; // no offsets on the flow's topics: nothing to move
         }
-        report.groups.push(move_group(&mut target, &group, rows, None, &mut report.problems).await?);
+        let held = if behind > 0 {
+            Some(None)
+        } else if !group.is_inactive() {
+            Some(Some(format!(
+                "group {name}: active on the source (members: {}, state {}): its consumers still commit there; \
+                 stop them, then run again",
+                group.members, group.state
+            )))
+        } else {
+            None
+        };
+        let moved = match held {
+            Some(problem) => {
+                report.problems.extend(problem);
+                skipped(name, rows, None)
+            }
+            None => move_group(&mut target, name, rows, None, &mut report.problems).await.map_err(&on_target)?,
+        };
+        report.groups.push(moved);
     }
     Ok(report)
+}
+
+/// A group's report when it is not moved: its rows as computed, marked [`Action::Skipped`].
+fn skipped(group: &str, mut rows: Vec<GroupPartition>, checkpoint_age_ms: Option<i64>) -> GroupReport {
+    for row in &mut rows {
+        row.action = Action::Skipped;
+    }
+    GroupReport { group: group.to_string(), moved: false, checkpoint_age_ms, partitions: rows }
 }
 
 /// A group's newest checkpoint per target-side (topic, partition): (upstream, downstream).
 type Newest = BTreeMap<(String, i32), (i64, i64)>;
 
-async fn unplanned(flow: Arc<Flow>, filter: &NameFilter) -> Result<Report, KafkaError> {
+async fn unplanned(flow: Arc<Flow>, filter: &NameFilter) -> Result<Report, ConnectError> {
+    let on_target = on(&flow.target, "target");
     let topic = flow.policy.checkpoints_topic(&flow.source.alias);
-    let reader = StateReader::new(&flow.target, "strait-failover")?;
-    let records = blocking(move || reader.read_timestamped(&topic)).await?;
+    let reader = StateReader::new(&flow.target, "strait-failover").map_err(&on_target)?;
+    let records = blocking(move || reader.read_timestamped(&topic)).await.map_err(&on_target)?;
     // The newest checkpoint per group partition, and when each group was last checkpointed.
     let mut newest: BTreeMap<String, Newest> = BTreeMap::new();
     let mut written: BTreeMap<String, i64> = BTreeMap::new();
@@ -181,18 +228,18 @@ async fn unplanned(flow: Arc<Flow>, filter: &NameFilter) -> Result<Report, Kafka
         }
         newest.entry(c.group).or_default().insert((c.topic, c.partition), (c.upstream.0, c.downstream.0));
     }
-    let saved: Positions = positions::load(&flow.target, &flow.name).await?;
+    let saved: Positions = positions::load(&flow.target, &flow.name).await.map_err(&on_target)?;
     let mut report = Report::new(&flow, "unplanned");
     let now = now_ms();
     for ((topic, partition), s) in &saved {
         report.partitions.push(PartitionReport::unplanned(topic, *partition, s, now));
     }
     report.partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-    let history = SyncHistory::load(&flow).await?;
+    let history = SyncHistory::load(&flow).await.map_err(&on_target)?;
     let (src, dst) = (&flow.source.alias, &flow.target.alias);
     let source_topic: BTreeMap<String, &String> =
         saved.keys().map(|(t, _)| (flow.policy.rename_for_checkpoint(t, src, dst), t)).collect();
-    let mut target = GroupClient::new(&flow.target)?;
+    let mut target = GroupClient::new(&flow.target).map_err(&on_target)?;
     for (group, partitions) in newest {
         let rows = partitions
             .into_iter()
@@ -201,18 +248,15 @@ async fn unplanned(flow: Arc<Flow>, filter: &NameFilter) -> Result<Report, Kafka
                 let finest = history.translate(&topic, partition, upstream).max(Some(downstream));
                 let from = source_topic.get(&topic).map(|t| (*t).clone());
                 let position = from.as_ref().and_then(|t| saved.get(&(t.clone(), partition)));
-                let mut row = GroupPartition::new(
-                    topic,
-                    partition,
-                    upstream,
-                    plan::translate_at_head(upstream, finest, position),
-                );
+                let downstream = plan::translate_at_head(upstream, finest, position);
+                let mut row = GroupPartition::new(topic, partition, upstream, downstream);
                 row.source_topic = from;
                 row
             })
             .collect();
         let age = written.get(&group).map(|ts| (now - ts).max(0));
-        report.groups.push(move_group(&mut target, &group, rows, age, &mut report.problems).await?);
+        let moved = move_group(&mut target, &group, rows, age, &mut report.problems).await.map_err(&on_target)?;
+        report.groups.push(moved);
     }
     Ok(report)
 }
@@ -226,36 +270,32 @@ async fn move_group(
     checkpoint_age_ms: Option<i64>,
     problems: &mut Vec<String>,
 ) -> Result<GroupReport, KafkaError> {
-    let mut report = GroupReport { group: group.to_string(), moved: false, checkpoint_age_ms, partitions: Vec::new() };
-    if let Some(g) = target.describe(group).await?.filter(|g| !g.is_inactive()) {
-        problems.push(format!(
-            "group {group}: active on the target ({} members, state {}): not moved; stop its consumers there and run again",
-            g.members, g.state
-        ));
-        report.partitions = rows;
-        return Ok(report);
-    }
     let keys: Vec<(String, i32)> = rows.iter().map(|r| (r.topic.clone(), r.partition)).collect();
     let current = target.committed(group, &keys).await?;
+    for row in &mut rows {
+        row.target_before = current.get(&(row.topic.clone(), row.partition)).map(|(o, _)| *o);
+    }
+    if let Some(g) = target.describe(group).await?.filter(|g| !g.is_inactive()) {
+        problems.push(format!(
+            "group {group}: active on the target (members: {}, state {}): not moved; stop its consumers there and run again",
+            g.members, g.state
+        ));
+        return Ok(skipped(group, rows, checkpoint_age_ms));
+    }
     let mut commits = Vec::new();
     for row in &mut rows {
-        let key = (row.topic.clone(), row.partition);
-        row.target_before = current.get(&key).map(|(o, _)| *o);
         row.action = plan::decide(row.downstream, row.target_before);
         if let (Action::Commit, Some(down)) = (row.action, row.downstream) {
-            commits.push((key, down));
+            commits.push(((row.topic.clone(), row.partition), down));
         }
     }
-    report.partitions = rows;
-    if commits.is_empty() {
-        report.moved = true;
-        return Ok(report);
+    if !commits.is_empty() {
+        if let Err(e) = target.commit(group, &commits).await {
+            problems.push(format!("group {group}: the target refused the commit: {e}"));
+            return Ok(skipped(group, rows, checkpoint_age_ms));
+        }
     }
-    match target.commit(group, &commits).await {
-        Ok(()) => report.moved = true,
-        Err(e) => problems.push(format!("group {group}: the target refused the commit: {e}")),
-    }
-    Ok(report)
+    Ok(GroupReport { group: group.to_string(), moved: true, checkpoint_age_ms, partitions: rows })
 }
 
 fn now_ms() -> i64 {

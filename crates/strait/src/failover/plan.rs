@@ -15,6 +15,21 @@ pub enum Action {
     /// No offset sync covers the group's offset (nothing of the partition replicated yet below
     /// it): nothing is committed; the group starts there by its own `auto.offset.reset`.
     NoTranslation,
+    /// The group is not moved at all (active on a cluster, a commit refused, records left to
+    /// copy): the report's problems say why.
+    Skipped,
+}
+
+impl Action {
+    /// The name JSON reports give it (`commit`, `keep_ahead`, `no_translation`, `skipped`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Commit => "commit",
+            Action::KeepAhead => "keep_ahead",
+            Action::NoTranslation => "no_translation",
+            Action::Skipped => "skipped",
+        }
+    }
 }
 
 /// The action for a partition translated to `downstream` whose target group offset is `current`
@@ -48,6 +63,13 @@ mod tests {
 
     fn saved(next_offset: i64, last_downstream: Option<i64>) -> Saved {
         Saved { next_offset, last_timestamp: None, last_downstream, topic_id: None }
+    }
+
+    #[test]
+    fn text_names_are_the_json_names() {
+        for action in [Action::Commit, Action::KeepAhead, Action::NoTranslation, Action::Skipped] {
+            assert_eq!(serde_json::to_value(action).unwrap(), action.name());
+        }
     }
 
     #[test]

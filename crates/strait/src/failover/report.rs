@@ -126,45 +126,46 @@ impl Report {
         Self { flow: flow.name.clone(), mode, groups: Vec::new(), partitions: Vec::new(), problems: Vec::new() }
     }
 
-    /// Aligned text: the groups' partitions, the source partitions, then the problems.
+    /// Aligned text with the JSON report's names: the groups' partitions, the source partitions,
+    /// then the problems.
     pub fn text(&self) -> String {
         let opt = |o: Option<i64>| o.map_or("-".to_string(), |v| v.to_string());
         let mut out = format!("{} failover of flow {}\n\n", self.mode, self.flow);
         out += &format!(
-            "{:<24} {:<32} {:>9} {:>12} {:>12} {:>12} {:<11} {:>12}\n",
-            "GROUP", "TOPIC", "PARTITION", "UPSTREAM", "DOWNSTREAM", "TARGET_WAS", "ACTION", "UNREPLICATED"
+            "{:<24} {:<32} {:>9} {:>12} {:>12} {:>13} {:<14} {:>12}\n",
+            "GROUP", "TOPIC", "PARTITION", "UPSTREAM", "DOWNSTREAM", "TARGET_BEFORE", "ACTION", "UNREPLICATED"
         );
         for g in &self.groups {
             for r in &g.partitions {
-                let action = match r.action {
-                    Action::Commit if g.moved => "committed",
-                    Action::Commit => "not moved",
-                    Action::KeepAhead => "kept ahead",
-                    Action::NoTranslation => "no sync",
-                };
                 out += &format!(
-                    "{:<24} {:<32} {:>9} {:>12} {:>12} {:>12} {:<11} {:>12}\n",
+                    "{:<24} {:<32} {:>9} {:>12} {:>12} {:>13} {:<14} {:>12}\n",
                     g.group,
                     r.topic,
                     r.partition,
                     r.upstream,
                     opt(r.downstream),
                     opt(r.target_before),
-                    action,
+                    r.action.name(),
                     opt(r.unreplicated)
                 );
             }
             if let Some(age) = g.checkpoint_age_ms {
-                out += &format!("{:<24} newest checkpoint written {age} ms ago\n", g.group);
+                out += &format!("{:<24} checkpoint_age_ms {age}\n", g.group);
             }
         }
         out += &format!(
-            "\n{:<32} {:>9} {:>14} {:>16} {:>10} {:>12} {:>12}\n",
-            "SOURCE_TOPIC", "PARTITION", "LAST_REPLICATED", "ITS_TIMESTAMP_MS", "AGE_MS", "SOURCE_END", "UNREPLICATED"
+            "\n{:<32} {:>9} {:>22} {:>28} {:>10} {:>12} {:>12}\n",
+            "SOURCE_TOPIC",
+            "PARTITION",
+            "LAST_REPLICATED_OFFSET",
+            "LAST_REPLICATED_TIMESTAMP_MS",
+            "AGE_MS",
+            "END",
+            "UNREPLICATED"
         );
         for p in &self.partitions {
             out += &format!(
-                "{:<32} {:>9} {:>14} {:>16} {:>10} {:>12} {:>12}\n",
+                "{:<32} {:>9} {:>22} {:>28} {:>10} {:>12} {:>12}\n",
                 p.topic,
                 p.partition,
                 opt(p.last_replicated_offset),

@@ -111,6 +111,17 @@ async fn a_planned_failover_while_producers_run_moves_the_group_once_replicated(
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!run.is_finished(), "the failover waits while records are being copied");
+    // Meanwhile a failover that may not wait moves nothing, and says what it would have done.
+    let (code, early, stderr) = failover(
+        &write_config(&format!("{}-cli0", f.p), &f.config("")),
+        &format!("{}->{}", f.src, f.dst),
+        &["--mode", "planned", "--groups", &group, "--wait-ms", "1"],
+    );
+    assert_eq!(code, 1, "{stderr}\n{early:#}");
+    assert!(stderr.contains("still not replicated"), "{stderr}");
+    let early_rows = rows(&early, &group);
+    assert!(early_rows.values().all(|r| r["action"] == "skipped" && r["upstream"] == 600), "{early:#}");
+    assert!(committed(&f.b, &group, &f.remote, 3).is_empty(), "nothing committed before the copy caught up");
     producers.await.unwrap();
     let (code, report, stderr) = run.await.unwrap();
     assert_eq!(code, 0, "{stderr}\n{report:#}");
@@ -151,8 +162,17 @@ async fn a_planned_failover_while_producers_run_moves_the_group_once_replicated(
         failover(&config, &format!("{}->{}", f.src, f.dst), &["--groups", &active, "--wait-ms", "20000"]);
     drop(member);
     assert_eq!(code, 1, "{stderr}\n{report:#}");
-    assert!(stderr.contains(&format!("group {active}: active on the target (1 members")), "{stderr}");
+    assert!(stderr.contains(&format!("group {active}: active on the target (members: 1")), "{stderr}");
+    assert_eq!(rows(&report, &active)[&(f.remote.clone(), 0)]["action"], "skipped");
     assert!(committed(&f.b, &active, &f.remote, 3).is_empty(), "nothing committed for the active group");
+    // Nor is a group whose consumers still run on the source.
+    let member = consumer_in_group(&f.a, &active, &f.topic);
+    let (code, report, stderr) =
+        failover(&config, &format!("{}->{}", f.src, f.dst), &["--groups", &active, "--wait-ms", "20000"]);
+    drop(member);
+    assert_eq!(code, 1, "{stderr}\n{report:#}");
+    assert!(stderr.contains(&format!("group {active}: active on the source (members: 1")), "{stderr}");
+    assert!(committed(&f.b, &active, &f.remote, 3).is_empty(), "nothing committed for the group active on the source");
     assert!(strait.stop().success());
 }
 
@@ -174,14 +194,15 @@ fn consumer_in_group(bootstrap: &str, group: &str, topic: &str) -> rdkafka::cons
     c
 }
 
+/// The drill in both delivery modes, one after the other on one pair of dedicated clusters (A is
+/// killed in each; sharing the pair keeps the suite's load down).
 #[tokio::test(flavor = "multi_thread")]
-async fn drill_at_least_once() {
-    drill("at_least_once").await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn drill_exactly_once() {
-    drill("exactly_once").await;
+async fn drill_in_both_delivery_modes() {
+    let mut clusters = strait_testkit::start_clusters(2, &dedicated_dir("drill")).expect("dedicated clusters");
+    let (mut cluster_a, cluster_b) = (clusters.remove(0), clusters.remove(0));
+    for delivery in ["at_least_once", "exactly_once"] {
+        drill(delivery, &mut cluster_a, &cluster_b.bootstrap).await;
+    }
 }
 
 const PARTITIONS: i32 = 3;
@@ -220,11 +241,8 @@ fn occurrences(bootstrap: &str, topic: &str) -> BTreeMap<String, usize> {
 /// The drill with `delivery`: A->B identity; A lost while records are still being copied;
 /// an unplanned failover moves `billing` to B; B takes writes; A comes back; both flows run; a
 /// planned failover B->A moves `billing` home.
-async fn drill(delivery: &str) {
-    let mut clusters =
-        strait_testkit::start_clusters(2, &dedicated_dir(&format!("drill-{delivery}"))).expect("dedicated clusters");
-    let (mut cluster_a, cluster_b) = (clusters.remove(0), clusters.remove(0));
-    let (a, b) = (cluster_a.bootstrap.clone(), cluster_b.bootstrap.clone());
+async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: &str) {
+    let (a, b) = (cluster_a.bootstrap.clone(), b.to_string());
     let p = unique("dr");
     let (aa, ba) = (format!("{p}a"), format!("{p}b"));
     let (topic, group) = (format!("{p}-orders"), format!("{p}-billing"));
@@ -260,7 +278,8 @@ async fn drill(delivery: &str) {
     eprintln!("{delivery}: unplanned failover report:\n{report:#}");
     let on_b = values(&b, &topic);
     let mut replicated = BTreeMap::new();
-    for row in report["partitions"].as_array().unwrap() {
+    // (Heartbeats topics are copied too: only the drill's topic is counted here.)
+    for row in report["partitions"].as_array().unwrap().iter().filter(|r| r["topic"] == topic.as_str()) {
         let part = row["partition"].as_i64().unwrap() as i32;
         let last = row["last_replicated_offset"].as_i64().unwrap();
         assert!(row["last_replicated_timestamp_ms"].as_i64().is_some() && row["age_ms"].as_i64().is_some());
