@@ -264,7 +264,8 @@ async fn checkpoint_of_a_far_behind_group_moves_only_when_its_translation_does()
     let mut slots: Vec<(i64, i64)> =
         store.history(&f.topic, 0).expect("syncs of the partition").iter().map(|(u, d)| (u.0, d.0)).collect();
     slots.dedup();
-    let (g, near) = (format!("{}-far", f.p), format!("{}-near", f.p));
+    // A cycle reads the groups in name order: `near` before `far`.
+    let (g, near) = (format!("{}-b-far", f.p), format!("{}-a-near", f.p));
     let first = 480;
     let next = slots.iter().rev().find(|(u, _)| *u > first).copied().expect("a remembered sync above 480");
     let moved = next.0 - 1;
@@ -284,8 +285,8 @@ async fn checkpoint_of_a_far_behind_group_moves_only_when_its_translation_does()
     })
     .await;
 
-    // The group moves on; its translation does not. The other group's checkpoint, committed
-    // after it, proves the task has read both commits.
+    // The group moves on; its translation does not. The other group, committed after it and
+    // read before it in a cycle: its new checkpoint proves that cycle read the move.
     commit_group(&f.a, &g, &[(&f.topic, 0, moved)]);
     commit_group(&f.a, &near, &[(&f.topic, 0, RECORDS)]);
     let near_end = translate(RECORDS).expect("the end translates");
@@ -293,7 +294,7 @@ async fn checkpoint_of_a_far_behind_group_moves_only_when_its_translation_does()
         last_checkpoint(&checkpoints(&f.b, &f.src), &near, &remote, 0) == Some((RECORDS, near_end))
     })
     .await;
-    // Two more checkpoint intervals.
+    // And two more checkpoint intervals.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let cps = checkpoints(&f.b, &f.src);
     assert_eq!(
