@@ -41,3 +41,39 @@ fn emission_table() {
         assert_eq!(got, want, "{why}: {previous:?} -> ({up}, {down})");
     }
 }
+
+/// The runbook walk of issue 25, with the offset syncs it wrote for `orders` partition 1
+/// (upstream = downstream, a sync every 101 offsets, one at the end of each copied batch):
+/// `billing` committed 480, then 500, then 1500, and its checkpoint stayed `(480, 1)`. MM2's
+/// store remembers syncs exponentially spaced back from the newest, so all three offsets
+/// translate from the sync at 0, and a pair whose downstream offset did not advance is not a
+/// checkpoint (MM2 `checkpointIsMoreRecent`).
+#[test]
+fn a_far_behind_group_keeps_its_checkpoint_until_its_translation_advances() {
+    use strait_mm2::{OffsetSync, OffsetSyncStore};
+    let first_batch = (0..=2020).step_by(101).chain([2023]);
+    let second_batch = (2124..=2932).step_by(101).chain([2999]);
+    /// Applies one batch's syncs in order, then counts the store as read to its end.
+    fn apply(store: &mut OffsetSyncStore, offsets: impl IntoIterator<Item = i64>) {
+        for o in offsets {
+            let (upstream, downstream) = (UpstreamOffset(o), DownstreamOffset(o));
+            store.apply(&OffsetSync { topic: "orders".into(), partition: 1, upstream, downstream });
+        }
+        store.mark_read_to_end();
+    }
+    let mut store = OffsetSyncStore::keeping_history();
+    let translate = |store: &OffsetSyncStore, g: i64| store.translate("orders", 1, UpstreamOffset(g));
+    apply(&mut store, first_batch);
+    let first = (UpstreamOffset(480), translate(&store, 480).expect("480 translates"));
+    assert_eq!(first.1, DownstreamOffset(1), "from the sync at 0: those from 101 to 707 are no longer remembered");
+    apply(&mut store, second_batch);
+    for g in [500, 1500] {
+        let down = translate(&store, g).expect("translates");
+        assert_eq!(down, DownstreamOffset(1), "{g} translates from the sync at 0 too");
+        assert!(!should_emit_checkpoint(Some(first), UpstreamOffset(g), down), "{g}: same downstream, no checkpoint");
+    }
+    // The oldest remembered sync above 1500 is 1616: from there on the translation advances.
+    let down = translate(&store, 1616).expect("translates");
+    assert_eq!(down, DownstreamOffset(1616));
+    assert!(should_emit_checkpoint(Some(first), UpstreamOffset(1616), down));
+}

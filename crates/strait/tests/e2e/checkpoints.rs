@@ -212,3 +212,107 @@ async fn clients_of_vanished_groups_are_closed() {
     eprintln!("threads: {with_groups} with {GROUPS} groups, {} after they vanished", strait.threads());
     assert!(strait.stop().success());
 }
+
+/// Every offset sync of `topic` (source name) partition 0 on `<src>`'s offset-syncs topic on the
+/// target, read into MM2's store as the checkpoint task keeps it (history kept, read to end).
+fn sync_store(b: &str, src: &str, topic: &str) -> (strait_mm2::OffsetSyncStore, Vec<i64>) {
+    let mut store = strait_mm2::OffsetSyncStore::keeping_history();
+    let mut upstreams = Vec::new();
+    for (_, r) in read_all(b, &strait_mm2::offset_syncs_topic(src), true).remove(&0).unwrap_or_default() {
+        let sync = strait_mm2::OffsetSync::decode(r.key.as_deref().unwrap(), r.value.as_deref().unwrap())
+            .expect("MM2 offset sync layout");
+        if sync.topic == topic && sync.partition == 0 {
+            upstreams.push(sync.upstream.0);
+            store.apply(&sync);
+        }
+    }
+    store.mark_read_to_end();
+    (store, upstreams)
+}
+
+/// The walk of issue 25: a group far behind the head of its partition (committed at 480 while
+/// the copy was past 2000) kept its first checkpoint while it moved on by a thousand records.
+/// That is MM2's rule, not a stall: MM2's `OffsetSyncStore` keeps 64 syncs per partition spaced
+/// exponentially back from the newest, so every offset between two remembered syncs translates
+/// to the same downstream offset, and `MirrorCheckpointTask.checkpointIsMoreRecent` writes a
+/// checkpoint only when the downstream offset advances (or the upstream one rewinds). The
+/// downstream offset is all a checkpoint's readers resume from (MM2's
+/// `Checkpoint.offsetAndMetadata()`, group offset sync), so a pair with the same downstream
+/// offset and a larger upstream one tells them nothing new. This pins both halves: no checkpoint
+/// while the translation stays, one as soon as it advances, while another group on the same
+/// partition keeps being checkpointed.
+#[tokio::test(flavor = "multi_thread")]
+async fn checkpoint_of_a_far_behind_group_moves_only_when_its_translation_does() {
+    const RECORDS: i64 = 3000;
+    let f = TopicFlow::new("cpfar", 1).await;
+    produce(&f.a, &f.topic, &(0..RECORDS).map(|i| Rec::simple(0, &format!("r{i}"))).collect::<Vec<_>>()).await;
+    let strait = Strait::start(
+        &f.p,
+        &f.config(&format!(
+            "groups = [\"{}-.*\"]\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000",
+            f.p
+        )),
+    );
+    // Every record copied and the last one synced: the syncs, and so the translations, are final.
+    wait_until("the copy and its last offset sync", Duration::from_secs(90), || {
+        count(&f.b, &f.remote) == Some(RECORDS) && sync_store(&f.b, &f.src, &f.topic).1.last() == Some(&(RECORDS - 1))
+    })
+    .await;
+    let (store, upstreams) = sync_store(&f.b, &f.src, &f.topic);
+    let translate = |g: i64| store.translate(&f.topic, 0, strait_mm2::UpstreamOffset(g)).map(|d| d.0);
+    // The remembered syncs, newest first; `next` is the oldest one newer than the group.
+    let mut slots: Vec<(i64, i64)> =
+        store.history(&f.topic, 0).expect("syncs of the partition").iter().map(|(u, d)| (u.0, d.0)).collect();
+    slots.dedup();
+    // A cycle reads the groups in name order: `near` before `far`.
+    let (g, near) = (format!("{}-b-far", f.p), format!("{}-a-near", f.p));
+    let first = 480;
+    let next = slots.iter().rev().find(|(u, _)| *u > first).copied().expect("a remembered sync above 480");
+    let moved = next.0 - 1;
+    eprintln!("{} syncs, remembered {slots:?}; group at {first} then {moved} then {}", upstreams.len(), next.0);
+    assert!(moved - first >= 500, "the group moves on by hundreds of records before its translation does: {slots:?}");
+    assert!(upstreams.iter().any(|u| (first + 1..=moved).contains(u)), "syncs exist between the two offsets");
+    assert_eq!(translate(moved), translate(first), "both offsets translate from the same remembered sync");
+
+    commit_group(&f.a, &g, &[(&f.topic, 0, first)]);
+    commit_group(&f.a, &near, &[(&f.topic, 0, 2000)]);
+    let down = translate(first).expect("480 translates");
+    let remote = f.remote.clone();
+    wait_until("first checkpoints", Duration::from_secs(30), || {
+        let cps = checkpoints(&f.b, &f.src);
+        last_checkpoint(&cps, &g, &remote, 0) == Some((first, down))
+            && last_checkpoint(&cps, &near, &remote, 0).is_some()
+    })
+    .await;
+
+    // The group moves on; its translation does not. The other group, committed after it and
+    // read before it in a cycle: its new checkpoint proves that cycle read the move.
+    commit_group(&f.a, &g, &[(&f.topic, 0, moved)]);
+    commit_group(&f.a, &near, &[(&f.topic, 0, RECORDS)]);
+    let near_end = translate(RECORDS).expect("the end translates");
+    wait_until("the near group's new checkpoint", Duration::from_secs(30), || {
+        last_checkpoint(&checkpoints(&f.b, &f.src), &near, &remote, 0) == Some((RECORDS, near_end))
+    })
+    .await;
+    // And two more checkpoint intervals.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let cps = checkpoints(&f.b, &f.src);
+    assert_eq!(
+        last_checkpoint(&cps, &g, &remote, 0),
+        Some((first, down)),
+        "no checkpoint for an unchanged translation"
+    );
+    assert_eq!(cps.iter().filter(|c| c.group == g).count(), 1, "written once: {cps:?}");
+    let config_path = write_config(&format!("{}-cli", f.p), &f.config(""));
+    let flow = format!("{}->{}", f.src, f.dst);
+    assert_eq!(translate_cli(&config_path, &flow, &g).get(&(remote.clone(), 0)), Some(&(moved, Some(down))));
+
+    // One offset further the translation reaches the next sync: checkpointed at once.
+    commit_group(&f.a, &g, &[(&f.topic, 0, next.0)]);
+    wait_until("the far group's checkpoint once its translation advances", Duration::from_secs(30), || {
+        last_checkpoint(&checkpoints(&f.b, &f.src), &g, &remote, 0) == Some((next.0, next.1))
+    })
+    .await;
+    assert!(next.1 > down);
+    assert!(strait.stop().success());
+}

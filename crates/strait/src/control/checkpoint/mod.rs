@@ -157,6 +157,10 @@ impl CheckpointTask {
                 let Some(down) = t.downstream else { continue };
                 let (up, down) = (UpstreamOffset(t.upstream), DownstreamOffset(down));
                 let key = (group.clone(), t.target_topic.clone(), t.partition);
+                // MM2's rule: written only when the downstream offset advances (or the group
+                // rewinds). A group far behind the head keeps translating to the same offset
+                // while it moves (the store's syncs thin out exponentially with age), so its
+                // checkpoint stays until it nears a remembered sync.
                 if !should_emit_checkpoint(self.emitted.get(&key).copied(), up, down) {
                     continue;
                 }
