@@ -6,3 +6,18 @@ pub mod checkpoint;
 pub mod heartbeat;
 pub mod topic_acls;
 pub mod topic_configs;
+
+use crate::admin::Admin;
+use crate::config::Flow;
+
+/// Admin clients of `flow`'s source and target cluster, or `None` once it is logged that `task`
+/// (`"topic config sync"`...) cannot start: the client config is invalid.
+fn admins(flow: &Flow, task: &str) -> Option<(Admin, Admin)> {
+    match Admin::new(&flow.source).and_then(|s| Ok((s, Admin::new(&flow.target)?))) {
+        Ok(admins) => Some(admins),
+        Err(e) => {
+            tracing::error!(flow = %flow.name, error = %e, "{task} cannot start");
+            None
+        }
+    }
+}

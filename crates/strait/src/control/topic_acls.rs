@@ -66,11 +66,7 @@ struct Reported {
 /// sync turned off.
 pub async fn run_topic_acl_sync(flow: Arc<Flow>, cancel: CancellationToken) {
     let Some(interval) = flow.topic_acls.interval() else { return };
-    let admins = Admin::new(&flow.source).and_then(|s| Ok((s, Admin::new(&flow.target)?)));
-    let (source, target) = match admins {
-        Ok(admins) => admins,
-        Err(e) => return tracing::error!(flow = %flow.name, error = %e, "topic ACL sync cannot start"),
-    };
+    let Some((source, target)) = super::admins(&flow, "topic ACL sync") else { return };
     let mut reported = Reported::default();
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);

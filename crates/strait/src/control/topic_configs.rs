@@ -19,11 +19,7 @@ use crate::config::Flow;
 /// tried again at the next one. Does nothing when the flow has sync turned off.
 pub async fn run_topic_config_sync(flow: Arc<Flow>, cancel: CancellationToken) {
     let Some(interval) = flow.topic_configs.interval() else { return };
-    let admins = Admin::new(&flow.source).and_then(|s| Ok((s, Admin::new(&flow.target)?)));
-    let (source, target) = match admins {
-        Ok(admins) => admins,
-        Err(e) => return tracing::error!(flow = %flow.name, error = %e, "topic config sync cannot start"),
-    };
+    let Some((source, target)) = super::admins(&flow, "topic config sync") else { return };
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {

@@ -4,24 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use strait_testkit::secure::{start_secure_cluster, SecureCluster};
+use strait_testkit::secure::start_secure_cluster;
 
 use crate::support::*;
 
 const SOURCE_PASSWORD: &str = "src-acl-pw-71a3";
 const TARGET_PASSWORD: &str = "dst-acl-pw-5e0c";
-
-/// A `[[clusters]]` entry for `cluster` as user `strait` with `password`.
-fn cluster_toml(alias: &str, cluster: &SecureCluster, password: &str) -> String {
-    let mut toml = format!(
-        "[[clusters]]\nalias = \"{alias}\"\nbootstrap_servers = \"{}\"\n[clusters.client]\n",
-        cluster.cluster.bootstrap
-    );
-    for (k, v) in cluster.client_settings("strait", password) {
-        toml.push_str(&format!("\"{k}\" = \"{v}\"\n"));
-    }
-    toml
-}
 
 /// The bindings `AclCommand --list` printed for LITERAL topic `topic`, each as
 /// `principal=..., host=..., operation=..., permissionType=...`.
@@ -101,8 +89,8 @@ async fn topic_acls_sync_to_the_renamed_target_topic() {
     };
     let config = format!(
         "{}{}[[clusters]]\nalias = \"{plain}\"\nbootstrap_servers = \"{plain_bootstrap}\"\n{}{}",
-        cluster_toml(&src, &source, SOURCE_PASSWORD),
-        cluster_toml(&dst, &target, TARGET_PASSWORD),
+        secure_cluster_toml(&src, &source, SOURCE_PASSWORD),
+        secure_cluster_toml(&dst, &target, TARGET_PASSWORD),
         flow(&dst),
         flow(&plain)
     );

@@ -11,6 +11,24 @@ use strait::config::Config;
 use crate::support::*;
 
 const PARTITIONS: i32 = 3;
+
+/// MM2 dedicated-mode properties for `f`'s flow alone (single-broker replication factors, offsets
+/// flushed every second, no ACL sync), then `extra`.
+fn mm2_properties(f: &TopicFlow, extra: &str) -> String {
+    format!(
+        "clusters = {s}, {d}\n{s}.bootstrap.servers = {a}\n{d}.bootstrap.servers = {b}\n{s}->{d}.enabled = true\n\
+         {d}->{s}.enabled = false\n{s}->{d}.topics = {t}\nreplication.factor = 1\n\
+         checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n\
+         offset-syncs.topic.replication.factor = 1\noffset.storage.replication.factor = 1\n\
+         status.storage.replication.factor = 1\nconfig.storage.replication.factor = 1\n\
+         offset.flush.interval.ms = 1000\nsync.topic.acls.enabled = false\n{extra}",
+        s = f.src,
+        d = f.dst,
+        a = f.a,
+        b = f.b,
+        t = f.topic,
+    )
+}
 const PER_PARTITION: i32 = 10_000;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -23,20 +41,12 @@ async fn strait_resumes_where_mirror_maker_2_stopped() {
     let group = format!("{}-app", f.p);
     let committed = |offset: i64| (0..PARTITIONS).map(|p| (f.topic.as_str(), p, offset)).collect::<Vec<_>>();
     commit_group(&f.a, &group, &committed(4_000));
-    let props = format!(
-        "clusters = {s}, {d}\n{s}.bootstrap.servers = {a}\n{d}.bootstrap.servers = {b}\n{s}->{d}.enabled = true\n\
-         {d}->{s}.enabled = false\n{s}->{d}.topics = {t}\n{s}->{d}.groups = {g}\nreplication.factor = 1\n\
-         checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\noffset.storage.replication.factor = 1\n\
-         status.storage.replication.factor = 1\nconfig.storage.replication.factor = 1\n\
-         emit.checkpoints.interval.seconds = 1\nrefresh.groups.interval.seconds = 1\n\
-         offset.flush.interval.ms = 1000\nsync.topic.acls.enabled = false\n",
-        s = f.src,
-        d = f.dst,
-        a = f.a,
-        b = f.b,
-        t = f.topic,
-        g = group
+    let props = mm2_properties(
+        &f,
+        &format!(
+            "{}->{}.groups = {group}\nemit.checkpoints.interval.seconds = 1\nrefresh.groups.interval.seconds = 1\n",
+            f.src, f.dst
+        ),
     );
     let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(format!("{}-mm2", f.p));
     let mut mm2 = strait_testkit::start_mirror_maker(&dir, &props).expect("MirrorMaker 2 starts");
@@ -158,19 +168,7 @@ async fn mirror_maker_2_takes_over(prefix: &str, delivery: &str) {
     assert_eq!(partitions(&f.b, &mm2_topic), 25, "created as MM2 would");
 
     produce(&f.a, &f.topic, &batch("mm2-", PARTITIONS * BY_MM2, PARTITIONS)).await;
-    let props = format!(
-        "clusters = {s}, {d}\n{s}.bootstrap.servers = {a}\n{d}.bootstrap.servers = {b}\n{s}->{d}.enabled = true\n\
-         {d}->{s}.enabled = false\n{s}->{d}.topics = {t}\noffset-syncs.topic.location = target\n\
-         replication.factor = 1\ncheckpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\noffset.storage.replication.factor = 1\n\
-         status.storage.replication.factor = 1\nconfig.storage.replication.factor = 1\n\
-         offset.flush.interval.ms = 1000\nsync.topic.acls.enabled = false\n",
-        s = f.src,
-        d = f.dst,
-        a = f.a,
-        b = f.b,
-        t = f.topic,
-    );
+    let props = mm2_properties(&f, "offset-syncs.topic.location = target\n");
     let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(format!("{}-mm2", f.p));
     let mut mm2 = strait_testkit::start_mirror_maker(&dir, &props).expect("MirrorMaker 2 starts");
     // Done when MM2 flushed its offsets at the end of each partition: everything it copied is

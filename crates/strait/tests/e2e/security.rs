@@ -4,24 +4,12 @@
 
 use std::time::Duration;
 
-use strait_testkit::secure::{start_secure_cluster, SecureCluster};
+use strait_testkit::secure::start_secure_cluster;
 
 use crate::support::*;
 
 const SOURCE_PASSWORD: &str = "src-pw-4b1d";
 const TARGET_PASSWORD: &str = "dst-pw-9c2e";
-
-/// A `[[clusters]]` entry for `cluster` as user `strait` with `password`.
-fn cluster_toml(alias: &str, cluster: &SecureCluster, password: &str) -> String {
-    let mut toml = format!(
-        "[[clusters]]\nalias = \"{alias}\"\nbootstrap_servers = \"{}\"\n[clusters.client]\n",
-        cluster.cluster.bootstrap
-    );
-    for (k, v) in cluster.client_settings("strait", password) {
-        toml.push_str(&format!("\"{k}\" = \"{v}\"\n"));
-    }
-    toml
-}
 
 /// Runs a config that must stop the flow by itself, denied (exit code 3); returns its log.
 async fn refused(name: &str, config: &str) -> String {
@@ -50,7 +38,11 @@ async fn sasl_ssl_with_least_privilege_on_the_source() {
     produce(&a, &topic, &(0..100).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect::<Vec<_>>()).await;
     commit_group(&a, &format!("{p}-app"), &[(&topic, 0, 50), (&topic, 1, 50)]);
     let clusters = |source_password: &str| {
-        format!("{}{}", cluster_toml(&src, &source, source_password), cluster_toml(&dst, &target, TARGET_PASSWORD))
+        format!(
+            "{}{}",
+            secure_cluster_toml(&src, &source, source_password),
+            secure_cluster_toml(&dst, &target, TARGET_PASSWORD)
+        )
     };
     let flow = |extra: &str| {
         format!(

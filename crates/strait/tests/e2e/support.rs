@@ -660,3 +660,15 @@ pub fn free_addr() -> String {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     probe.local_addr().unwrap().to_string()
 }
+
+/// A `[[clusters]]` entry for the secure `cluster` as user `strait` with `password`.
+pub fn secure_cluster_toml(alias: &str, cluster: &strait_testkit::secure::SecureCluster, password: &str) -> String {
+    let mut toml = format!(
+        "[[clusters]]\nalias = \"{alias}\"\nbootstrap_servers = \"{}\"\n[clusters.client]\n",
+        cluster.cluster.bootstrap
+    );
+    for (k, v) in cluster.client_settings("strait", password) {
+        toml.push_str(&format!("\"{k}\" = \"{v}\"\n"));
+    }
+    toml
+}
