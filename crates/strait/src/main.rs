@@ -55,7 +55,8 @@ enum Command {
     },
     /// Print where each flow stands, from the clusters alone (with or without `strait run`): per
     /// source partition its log-start and end offsets, the saved position and the lag in records;
-    /// per consumer group the newest checkpoint of each partition.
+    /// per consumer group the newest checkpoint of each partition. A source that does not answer
+    /// leaves the target's side (positions, checkpoints) and exit 1, naming it.
     Status {
         /// Path of the TOML config.
         #[arg(long)]
@@ -236,11 +237,20 @@ async fn status(flows: Vec<Flow>, output: Output) -> ExitCode {
     let mut status = strait::status::Status::default();
     for flow in &flows {
         if let Err(e) = strait::status::collect(flow, &mut status).await {
-            print_err!("strait: cannot read the status of flow {}: {e}", flow.name);
+            let (alias, at) = (&flow.target.alias, &flow.target.bootstrap_servers);
+            print_err!("strait: cannot read the status of flow {}: target cluster {alias} at {at}: {e}", flow.name);
             return ExitCode::FAILURE;
         }
     }
-    print_as(output, &status, || status.text())
+    let code = print_as(output, &status, || status.text());
+    for problem in &status.problems {
+        print_err!("strait: {problem}");
+    }
+    if status.problems.is_empty() {
+        code
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// Prints `value` as pretty JSON, or `text()` for [`Output::Text`]. Errors: JSON encoding.

@@ -1,7 +1,8 @@
 //! `strait status`: where each flow stands, read from the clusters alone (so it works whether or
 //! not `strait run` is running): per source partition its log-start and end offsets, the position
 //! Strait saved on the target and the lag in records; per consumer group the newest checkpoint of
-//! each partition.
+//! each partition. A source cluster that does not answer (the moment a failover is for) leaves the
+//! target's side: the saved positions and checkpoints, with the source's offsets unknown.
 
 use std::collections::BTreeMap;
 
@@ -24,14 +25,16 @@ pub struct PartitionStatus {
     pub topic: String,
     /// Partition number.
     pub partition: i32,
-    /// First offset still on the source.
-    pub log_start: i64,
-    /// Next offset to be written on the source (high watermark).
-    pub end: i64,
+    /// First offset still on the source; `None` when the source does not answer.
+    pub log_start: Option<i64>,
+    /// Next offset to be written on the source (high watermark); `None` when the source does not
+    /// answer.
+    pub end: Option<i64>,
     /// Next source offset Strait will copy, as saved on the target; `None` before its first commit.
     pub position: Option<i64>,
-    /// Records not yet replicated: `end` minus the position (or the log start when none).
-    pub lag: i64,
+    /// Records not yet replicated: `end` minus the position (or the log start when none); `None`
+    /// when the source does not answer.
+    pub lag: Option<i64>,
 }
 
 /// The newest checkpoint of one group partition.
@@ -58,14 +61,58 @@ pub struct Status {
     pub partitions: Vec<PartitionStatus>,
     /// Per flow, group and partition.
     pub checkpoints: Vec<CheckpointStatus>,
+    /// Source clusters that did not answer, each naming the flow and the cluster.
+    pub problems: Vec<String>,
 }
 
-/// The status of `flow`, added to `status`. Errors: a cluster does not answer.
+/// The status of `flow`, added to `status`; a source that does not answer is in
+/// [`Status::problems`], its partitions listed from the saved positions alone.
+/// Errors: the target cluster does not answer.
 pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError> {
     let saved = positions::load(&flow.target, &flow.name).await?;
+    match source_rows(flow, &saved).await {
+        Ok(rows) => status.partitions.extend(rows),
+        Err(e) => {
+            let (alias, at) = (&flow.source.alias, &flow.source.bootstrap_servers);
+            status.problems.push(format!(
+                "flow {}: source cluster {alias} at {at} does not answer ({e}): its offsets and the lag are unknown; positions are the target's",
+                flow.name
+            ));
+            let mut rows: Vec<PartitionStatus> = saved
+                .iter()
+                .filter(|((topic, _), _)| flow.reaches_target(topic))
+                .map(|((topic, partition), s)| PartitionStatus {
+                    flow: flow.name.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    log_start: None,
+                    end: None,
+                    position: Some(s.next_offset),
+                    lag: None,
+                })
+                .collect();
+            rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+            status.partitions.extend(rows);
+        }
+    }
+    let mut newest: BTreeMap<(String, String, i32), (i64, i64)> = BTreeMap::new();
+    for (_, key, value) in read_to_end(&flow.target, &flow.policy.checkpoints_topic(&flow.source.alias)).await? {
+        if let Ok(c) = Checkpoint::decode(&key, &value) {
+            newest.insert((c.group, c.topic, c.partition), (c.upstream.0, c.downstream.0));
+        }
+    }
+    status.checkpoints.extend(newest.into_iter().map(|((group, topic, partition), (upstream, downstream))| {
+        CheckpointStatus { flow: flow.name.clone(), group, topic, partition, upstream, downstream }
+    }));
+    Ok(())
+}
+
+/// Every source partition `flow` copies, with the source's offsets and the lag. Errors: the
+/// source does not answer.
+async fn source_rows(flow: &Flow, saved: &positions::Positions) -> Result<Vec<PartitionStatus>, KafkaError> {
     let consumer: LoggedConsumer = flow.source.client_config(&[]).create_with_context(ClientLog)?;
-    let (name, reached) = (flow.name.clone(), flow.clone());
-    let rows = blocking(move || {
+    let (name, reached, saved) = (flow.name.clone(), flow.clone(), saved.clone());
+    blocking(move || {
         let mut rows = Vec::new();
         for (topic, partitions) in topic_partition_counts(consumer.client(), METADATA_TIMEOUT)? {
             if !reached.reaches_target(&topic) {
@@ -79,28 +126,17 @@ pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError>
                     flow: name.clone(),
                     topic: topic.clone(),
                     partition,
-                    log_start,
-                    end,
+                    log_start: Some(log_start),
+                    end: Some(end),
                     position,
-                    lag,
+                    lag: Some(lag),
                 });
             }
         }
         rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         Ok::<_, KafkaError>(rows)
     })
-    .await?;
-    status.partitions.extend(rows);
-    let mut newest: BTreeMap<(String, String, i32), (i64, i64)> = BTreeMap::new();
-    for (_, key, value) in read_to_end(&flow.target, &flow.policy.checkpoints_topic(&flow.source.alias)).await? {
-        if let Ok(c) = Checkpoint::decode(&key, &value) {
-            newest.insert((c.group, c.topic, c.partition), (c.upstream.0, c.downstream.0));
-        }
-    }
-    status.checkpoints.extend(newest.into_iter().map(|((group, topic, partition), (upstream, downstream))| {
-        CheckpointStatus { flow: flow.name.clone(), group, topic, partition, upstream, downstream }
-    }));
-    Ok(())
+    .await
 }
 
 impl Status {
@@ -110,15 +146,26 @@ impl Status {
             "{:<24} {:<32} {:>9} {:>12} {:>12} {:>12} {:>10}\n",
             "FLOW", "TOPIC", "PARTITION", "LOG_START", "END", "POSITION", "LAG"
         );
+        let opt = |o: Option<i64>| o.map_or("-".to_string(), |v| v.to_string());
         for p in &self.partitions {
-            let position = p.position.map_or("-".to_string(), |o| o.to_string());
             out += &format!(
                 "{:<24} {:<32} {:>9} {:>12} {:>12} {:>12} {:>10}\n",
-                p.flow, p.topic, p.partition, p.log_start, p.end, position, p.lag
+                p.flow,
+                p.topic,
+                p.partition,
+                opt(p.log_start),
+                opt(p.end),
+                opt(p.position),
+                opt(p.lag)
             );
         }
-        let total: i64 = self.partitions.iter().map(|p| p.lag).sum();
-        out += &format!("total lag: {total} records\n");
+        let total: i64 = self.partitions.iter().filter_map(|p| p.lag).sum();
+        let unknown = self.partitions.iter().filter(|p| p.lag.is_none()).count();
+        out += &format!("total lag: {total} records");
+        if unknown > 0 {
+            out += &format!(" (unknown for {unknown} partitions: their source does not answer)");
+        }
+        out += "\n";
         if !self.checkpoints.is_empty() {
             out += &format!(
                 "\n{:<24} {:<24} {:<32} {:>9} {:>12} {:>12}\n",

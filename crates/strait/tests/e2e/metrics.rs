@@ -125,6 +125,28 @@ async fn status_shows_positions_lag_and_checkpoints_without_strait_running() {
     let checkpoint =
         status["checkpoints"].as_array().unwrap().iter().find(|c| c["group"] == group.as_str() && c["partition"] == 0);
     assert_eq!(checkpoint.and_then(|c| c["upstream"].as_i64()), Some(20), "{status}");
+
+    // The source lost (nothing listens at its address): the target's side is still printed.
+    let lost = free_addr();
+    let path = write_config(&format!("{}-status-lost", f.p), &config.replacen(&f.a, &lost, 1));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["status", "--output", "json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("source cluster {} at {lost} does not answer", f.src)), "{stderr}");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows: Vec<_> =
+        status["partitions"].as_array().unwrap().iter().filter(|r| r["topic"] == f.topic.as_str()).collect();
+    assert_eq!(rows.len(), 2, "{status}");
+    for r in rows {
+        assert_eq!((r["position"].as_i64(), r["end"].as_i64(), r["lag"].as_i64()), (Some(50), None, None), "{status}");
+    }
+    let checkpoint =
+        status["checkpoints"].as_array().unwrap().iter().find(|c| c["group"] == group.as_str() && c["partition"] == 0);
+    assert_eq!(checkpoint.and_then(|c| c["upstream"].as_i64()), Some(20), "{status}");
 }
 
 /// The page at `/` rendered by a real headless browser (its script reads `/metrics`).
