@@ -243,10 +243,16 @@ async fn status(flows: Vec<Flow>, output: Output) -> ExitCode {
         }
     }
     let code = print_as(output, &status, || status.text());
-    for problem in &status.problems {
-        print_err!("strait: {problem}");
+    with_problems(code, "strait", &status.problems)
+}
+
+/// `code`, unless `problems` is not empty: then each is printed on stderr after `prefix` and the
+/// exit is 1.
+fn with_problems(code: ExitCode, prefix: &str, problems: &[String]) -> ExitCode {
+    for problem in problems {
+        print_err!("{prefix}: {problem}");
     }
-    if status.problems.is_empty() {
+    if problems.is_empty() {
         code
     } else {
         ExitCode::FAILURE
@@ -333,14 +339,7 @@ async fn failover(
     match strait::failover::failover(Arc::new(flow), reverse.map(Arc::new), &options).await {
         Ok(report) => {
             let code = print_as(output, &report, || report.text());
-            for problem in &report.problems {
-                print_err!("strait: failover of flow {name}: {problem}");
-            }
-            if report.problems.is_empty() {
-                code
-            } else {
-                ExitCode::FAILURE
-            }
+            with_problems(code, &format!("strait: failover of flow {name}"), &report.problems)
         }
         Err(e) => {
             print_err!("strait: failover of flow {name} failed: {e}");
