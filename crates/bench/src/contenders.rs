@@ -105,6 +105,8 @@ fn strait_command(
     );
     fs::write(dir.join("strait.toml"), config).expect("config");
     let mut command = Command::new(env.bin.join("strait"));
+    // `STRAIT_BENCH_LOG` overrides the log filter, to see where a run spends its time.
+    let log = std::env::var("STRAIT_BENCH_LOG").unwrap_or_else(|_| log.to_string());
     command.args(["run", "--config"]).arg(dir.join("strait.toml")).env("RUST_LOG", log);
     command
 }

@@ -13,13 +13,16 @@
 //! `--steady-only` only the steady state and prints its latencies; neither writes a report (they
 //! compare a change quickly). `--partitions N` sets the catch-up topics' partitions (each of 2
 //! topics; default 6), to compare a change on a wide layout. `--soak MINUTES` runs only the
-//! memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance catch-ups ([`scale_out`]).
+//! memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance catch-ups ([`scale_out`]);
+//! `--wan` only the catch-ups across an emulated long link ([`wan`]).
 
 mod contenders;
+mod link;
 mod load;
 mod report;
 mod scale_out;
 mod soak;
+mod wan;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -67,10 +70,13 @@ pub(crate) const SETTLE: Duration = Duration::from_secs(3);
 /// How long a settled replicator's CPU is measured with nothing to copy: its cost at rest.
 pub(crate) const IDLE: Duration = Duration::from_secs(10);
 
-struct Bench {
+pub(crate) struct Bench {
     env: Env,
+    /// Where the bench sets up and counts (a far cluster's internal listener, no link between).
     source: String,
     target: String,
+    /// Where the contenders connect: the same clusters, across the long link when one is far.
+    clients: (String, String),
     runs: usize,
 }
 
@@ -81,7 +87,13 @@ impl Bench {
     }
 
     /// Replicates the preloaded `topics` with `contender` and measures the catch-up.
-    fn catch_up(&mut self, contender: Contender, workload: &str, topics: &[String], partitions: i32) -> CatchUp {
+    pub(crate) fn catch_up(
+        &mut self,
+        contender: Contender,
+        workload: &str,
+        topics: &[String],
+        partitions: i32,
+    ) -> CatchUp {
         let tag = self.tag();
         let targets: Vec<String> = topics.iter().map(|t| contender.target_topic(&tag, t)).collect();
         if matches!(contender, Contender::Raw | Contender::RawHeader | Contender::Mm2Eos) {
@@ -93,9 +105,9 @@ impl Bench {
         let expected = load::counts(&src, topics);
         let total: i64 = expected.values().sum();
         let dst = load::inspector(&self.target);
-        let running = launch(contender, &self.env, &tag, &self.source, &self.target, topics);
-        let pid = running.child.id();
         let started = Instant::now();
+        let running = launch(contender, &self.env, &tag, &self.clients.0, &self.clients.1, topics);
+        let pid = running.child.id();
         let mut first = None;
         let deadline = started + Duration::from_secs(1200);
         let mut got = 0;
@@ -135,11 +147,13 @@ impl Bench {
         drop(running);
         load::delete_topics(&self.target, &targets);
         let seconds = first.map_or(f64::NAN, |f| (done - f).as_secs_f64());
+        let from_launch_seconds = (done - started).as_secs_f64();
         let result = CatchUp {
             contender: contender.name().into(),
             workload: workload.into(),
             records: total,
             seconds,
+            from_launch_seconds,
             cpu_seconds: cpu,
             peak_rss_mb: rss,
             complete,
@@ -165,7 +179,8 @@ impl Bench {
         load::create_topic(&self.source, &topic, 6, &[]);
         let target = contender.target_topic(&tag, &topic);
         load::create_topic(&self.target, &target, 6, &[("message.timestamp.type", "LogAppendTime")]);
-        let running = launch(contender, &self.env, &tag, &self.source, &self.target, std::slice::from_ref(&topic));
+        let (source_at, target_at) = &self.clients;
+        let running = launch(contender, &self.env, &tag, source_at, target_at, std::slice::from_ref(&topic));
         let pid = running.child.id();
         // Warm-up: wait until the contender replicates a first record.
         let dst = load::inspector(&self.target);
@@ -246,20 +261,28 @@ fn main() {
     let work = root.join(".cache/bench");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).expect("work dir");
-    let clusters = strait_testkit::start_clusters(2, &work.join("clusters")).expect("start Kafka clusters");
-    let mut bench = Bench {
-        env: Env {
-            bin: PathBuf::from(
-                std::env::var("STRAIT_BENCH_BIN").unwrap_or_else(|_| root.join("target/release").display().to_string()),
-            ),
-            work: work.clone(),
-        },
-        source: clusters[0].bootstrap.clone(),
-        target: clusters[1].bootstrap.clone(),
-        runs: 0,
+    let env = Env {
+        bin: PathBuf::from(
+            std::env::var("STRAIT_BENCH_BIN").unwrap_or_else(|_| root.join("target/release").display().to_string()),
+        ),
+        work: work.clone(),
     };
     let out = root.join("bench/results");
     std::fs::create_dir_all(&out).expect("results dir");
+    if args.iter().any(|a| a == "--wan") {
+        let records = if quick { 200_000 } else { 600_000 };
+        let contenders: Vec<Contender> = if only.is_empty() { wan::CONTENDERS.to_vec() } else { contenders };
+        println!("{}", wan::run(env, &contenders, records, repeat, &out));
+        return;
+    }
+    let clusters = strait_testkit::start_clusters(2, &work.join("clusters")).expect("start Kafka clusters");
+    let mut bench = Bench {
+        env,
+        source: clusters[0].bootstrap.clone(),
+        target: clusters[1].bootstrap.clone(),
+        clients: (clusters[0].bootstrap.clone(), clusters[1].bootstrap.clone()),
+        runs: 0,
+    };
     if let Some(minutes) = soak_minutes {
         println!("{}", soak::run(&bench.env, &bench.source, &bench.target, minutes, &out));
         return;

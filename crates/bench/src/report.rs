@@ -16,6 +16,8 @@ pub struct CatchUp {
     pub records: i64,
     /// First record on the target to last record on the target.
     pub seconds: f64,
+    /// Launch of the contender to last record on the target: its start-up included.
+    pub from_launch_seconds: f64,
     pub cpu_seconds: f64,
     pub peak_rss_mb: f64,
     /// Every partition on the target holds exactly its source's count (in every run).
@@ -27,6 +29,10 @@ pub struct CatchUp {
 impl CatchUp {
     pub fn records_per_s(&self) -> f64 {
         self.records as f64 / self.seconds
+    }
+    /// records/s from the contender's launch (start-up included).
+    pub fn records_per_s_from_launch(&self) -> f64 {
+        self.records as f64 / self.from_launch_seconds
     }
     pub fn mb_per_s(&self) -> f64 {
         self.records_per_s() * RECORD_BYTES as f64 / 1e6

@@ -7,6 +7,9 @@
 //! With a transactional sink each batch is one transaction (`begin` at its first record), and a
 //! [`ConnectError::Retriable`] failure aborts it, rewinds the source to the last committed
 //! positions and tries again after a backoff: nothing is skipped and nothing is committed twice.
+//! Without transactions a batch is ended behind ([`Sink::commit_behind`]): the next batch is put
+//! while the sink still awaits the last one's acks, and the sink is flushed before a pause, a
+//! stop, or an idle wait for records.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -202,9 +205,9 @@ where
         loop {
             let command = *self.command.borrow_and_update();
             match command {
-                Command::Shutdown => return self.commit(batch, backoff).await,
+                Command::Shutdown => return self.commit_durably(batch, backoff).await,
                 Command::Pause => {
-                    self.commit(batch, backoff).await?;
+                    self.commit_durably(batch, backoff).await?;
                     self.state.send_replace(RuntimeState::Paused);
                     let _ = self.command.wait_for(|c| *c != Command::Pause).await;
                     self.state.send_replace(RuntimeState::Running);
@@ -225,6 +228,10 @@ where
                 )
                 .await?;
             let starts = self.source.positions_without_records();
+            if records.is_empty() && starts.is_empty() && batch.started.is_none() && self.sink.behind() {
+                // Nothing to read: what was ended behind is made durable now, not at the next record.
+                self.sink.flush().await?;
+            }
             if (!records.is_empty() || !starts.is_empty()) && batch.started.is_none() {
                 batch.started = Some(Instant::now());
                 self.sink.begin().await?;
@@ -258,16 +265,32 @@ where
         }
     }
 
-    /// Stages the batch's positions and commits it through the sink, then acknowledges the
-    /// positions to the source: a saved position never covers a record the sink has not made
-    /// durable.
+    /// [`Self::commit`], then a flush when the sink committed behind: before a pause or a stop,
+    /// every record and position is durable.
+    async fn commit_durably(&mut self, batch: &mut Batch, backoff: &mut Duration) -> ConnectResult<()> {
+        self.commit(batch, backoff).await?;
+        if self.sink.behind() {
+            self.sink.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Stages the batch's positions and commits it through the sink (behind, without
+    /// transactions: [`Sink::commit_behind`]), then acknowledges the positions to the source: a
+    /// saved position never covers a record the sink has not made durable. A sink that commits
+    /// behind is acknowledged before its records are durable; without transactions nothing is
+    /// rewound, so the acknowledgement only reports progress.
     async fn commit(&mut self, batch: &mut Batch, backoff: &mut Duration) -> ConnectResult<()> {
         if batch.started.is_none() {
             return Ok(());
         }
         let positions = batch.positions();
         self.sink.stage_positions(&positions);
-        self.sink.commit().await?;
+        if self.sink.supports_transactions() {
+            self.sink.commit().await?;
+        } else {
+            self.sink.commit_behind().await?;
+        }
         tracing::debug!(records = batch.records, bytes = batch.bytes, partitions = positions.len(), "batch committed");
         self.source.acknowledge(&positions).await?;
         *batch = Batch::default();

@@ -99,6 +99,22 @@ pub trait Sink<K, V>: Send {
         self.flush().await
     }
 
+    /// Ends the current batch as [`Sink::commit`] does without transactions, but may return
+    /// before its records are durable: the sink then saves its staged positions once they are,
+    /// in order, while the next batch's records are put — so a long round trip to the target is
+    /// not an idle link at every batch. Until then [`Sink::behind`] is true, and [`Sink::flush`]
+    /// (or [`Sink::close`]) makes everything durable. The runtime calls it instead of `commit`
+    /// for a sink without transactions. Default: [`Sink::commit`].
+    async fn commit_behind(&mut self) -> ConnectResult<()> {
+        self.commit().await
+    }
+
+    /// Whether a batch ended by [`Sink::commit_behind`] is not yet durable. The runtime then
+    /// flushes before it pauses, stops, or waits for records with none to put. Default: false.
+    fn behind(&self) -> bool {
+        false
+    }
+
     /// Aborts the current transaction: nothing put since [`Sink::begin`] becomes visible, and
     /// staged positions are dropped. Default: nothing to do (no transactions).
     async fn abort(&mut self) -> ConnectResult<()> {

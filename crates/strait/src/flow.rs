@@ -397,10 +397,12 @@ async fn run_checkpoints(
     Ok(())
 }
 
-/// The sink first, fencing the slot's previous owner; then the positions it left, where the source starts.
+/// The sink first, fencing the slot's previous owner; then the positions it left, where the
+/// source starts; then the target topics of the partitions the source was assigned, all at once.
 async fn start(flow: Arc<Flow>, slot: u32, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
-    let sink = TargetSink::start(SinkParams { flow: flow.clone(), slot }).await?;
+    let mut sink = TargetSink::start(SinkParams { flow: flow.clone(), slot }).await?;
     let stored = crate::resume::load::stored(&flow, slot).await?;
     let source = KafkaSource::start(flow, slot, stored, committed, sink.topic_ids()).await?;
+    sink.prepare_topics(&source.assigned_topics()).await?;
     Ok((source, sink))
 }

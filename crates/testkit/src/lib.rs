@@ -139,12 +139,23 @@ pub fn start_clusters(count: usize, base: &Path) -> io::Result<Vec<KafkaCluster>
 /// advertised listener is the proxy), so a test can cut and heal the network between clients and
 /// the broker. Errors as [`start_clusters`].
 pub fn start_cluster_behind_proxy(base: &Path) -> io::Result<(KafkaCluster, TcpProxy)> {
+    start_cluster_behind(&base.join("cluster-proxied"), TcpProxy::start)
+}
+
+/// Starts one cluster in `dir` whose advertised client listener is a relay that `relay` starts
+/// on the listener it is given, forwarding to the broker's `host:port` (a [`TcpProxy`], or the
+/// benchmark's delay proxy for a far cluster). Setup goes through [`KafkaCluster::internal`],
+/// which no relay stands in front of. Errors as [`start_clusters`], or `relay`'s.
+pub fn start_cluster_behind<P>(
+    dir: &Path,
+    relay: impl FnOnce(TcpListener, &str) -> io::Result<P>,
+) -> io::Result<(KafkaCluster, P)> {
     let libs = kafka_libs()?;
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let proxy_port = listener.local_addr()?.port();
     let how = Launch { advertised: Some(proxy_port), ..Launch::default() };
-    let mut cluster = launch(&libs, &base.join("cluster-proxied"), how)?;
-    let proxy = TcpProxy::start(listener, &cluster.listener)?;
+    let mut cluster = launch(&libs, dir, how)?;
+    let proxy = relay(listener, &cluster.listener)?;
     wait_ready(&mut cluster)?;
     Ok((cluster, proxy))
 }

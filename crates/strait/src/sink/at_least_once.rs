@@ -4,11 +4,11 @@
 //! Here too: a partition's first record travels alone, a slot proves it is still this instance's
 //! after a stall, and a failed record saves the positions of those written before it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strait_connect::{ConnectError, ConnectResult, SourceOffset};
+use strait_connect::{ConnectError, ConnectRecord, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
 
 use super::errors::Retry;
@@ -19,6 +19,7 @@ use super::state::{State, StateTask, StateWriter};
 use super::writer::Writer;
 use crate::config::{ClusterConfig, Flow, SyncsLocation};
 use crate::kafka::control_producer;
+use crate::record::ReplicatedRecord;
 
 /// How long a failed flow waits for the outcome of the records sent after the failed one, before
 /// saving the positions of those written.
@@ -41,8 +42,13 @@ pub struct AtLeastOnce {
     /// this instance's.
     must_prove: bool,
     /// Source partitions whose first record from this producer is in flight, not yet
-    /// acknowledged. Their next record waits for it (see [`Self::first_record_alone`]).
-    unproven: HashSet<(Arc<str>, i32)>,
+    /// acknowledged, with its sequence number. Their next records wait for it ([`Self::hold`]).
+    unproven: HashMap<(Arc<str>, i32), usize>,
+    /// Records of those partitions, held until that first record is acknowledged.
+    held: VecDeque<ConnectRecord<(), ReplicatedRecord>>,
+    /// Records sent up to and including the last of those first records (for
+    /// [`Self::releasable`]).
+    firsts_upto: usize,
 }
 
 impl AtLeastOnce {
@@ -76,7 +82,9 @@ impl AtLeastOnce {
             stall_bound: flow.scale_out.session_timeout / 2,
             last_call: Instant::now(),
             must_prove: false,
-            unproven: HashSet::new(),
+            unproven: HashMap::new(),
+            held: VecDeque::new(),
+            firsts_upto: 0,
         })
     }
 
@@ -113,32 +121,57 @@ impl AtLeastOnce {
         Ok(())
     }
 
-    /// A partition's first record from this producer travels alone: before another record of
-    /// `topic`/`partition` is sent while its first is in flight, every record in flight is
-    /// awaited. The broker takes any sequence number as a producer's first in a partition, so
-    /// were that record refused (too large, say), a batch sent behind it would still be written
-    /// — ahead of it, and again at every restart, its position never saved. Once one record is
-    /// written, the broker refuses what follows a refused batch (out of sequence), and the
-    /// gap-less producer stops. Returns whether the record about to be sent is still the
-    /// partition's first. Errors: a record in flight that failed.
-    pub async fn first_record_alone(
+    /// Whether a record of `at`'s partition must be held ([`Self::hold`]): the partition's
+    /// first record from this producer is in flight, not yet acknowledged. A partition's first
+    /// record travels alone: the broker takes any sequence number as a producer's first in a
+    /// partition, so were that record refused (too large, say), a batch sent behind it would
+    /// still be written — ahead of it, and again at every restart, its position never saved.
+    /// Once one record is written, the broker refuses what follows a refused batch (out of
+    /// sequence), and the gap-less producer stops.
+    pub fn awaits_first(&self, at: &SourceOffset) -> bool {
+        !self.unproven.is_empty() && self.unproven.contains_key(&(at.topic.clone(), at.partition))
+    }
+
+    /// Holds `record` until its partition's first record is acknowledged; the records of other
+    /// partitions keep flowing meanwhile, so each partition's first costs no wait of its own.
+    pub fn hold(&mut self, record: ConnectRecord<(), ReplicatedRecord>) {
+        self.held.push_back(record);
+    }
+
+    /// Notes that `topic`/`partition`'s first record is the next one `w` sends.
+    pub fn sending_first(&mut self, w: &Writer, topic: &Arc<str>, partition: i32) {
+        let seq = w.service.sent();
+        self.unproven.insert((topic.clone(), partition), seq);
+        self.firsts_upto = self.firsts_upto.max(seq + 1);
+    }
+
+    /// The records held whose partition's first record is now acknowledged (with `wait`, once
+    /// every first in flight is: a batch's end sends every record held), in the order they came.
+    /// Errors: a record in flight that failed.
+    pub async fn releasable(
         &mut self,
         w: &mut Writer,
-        topic: &Arc<str>,
-        partition: i32,
-    ) -> Result<bool, Failed<InFlight>> {
-        let key = (topic.clone(), partition);
-        if self.unproven.contains(&key) {
-            w.service.flush(COMMIT_FLUSH_TIMEOUT).await;
-            w.await_acks().await?;
-            // Every first record in flight is now written.
-            self.unproven.clear();
-            if w.syncs.last_downstream(topic, partition).is_some() {
-                return Ok(false);
+        wait: bool,
+    ) -> Result<Vec<ConnectRecord<(), ReplicatedRecord>>, Failed<InFlight>> {
+        if self.held.is_empty() {
+            return Ok(Vec::new());
+        }
+        if wait {
+            w.await_acks_through(self.firsts_upto).await?;
+        }
+        self.unproven.retain(|_, seq| !w.service.is_acked(*seq));
+        let (mut released, mut kept) = (Vec::new(), VecDeque::new());
+        for record in self.held.drain(..) {
+            if !self.unproven.is_empty()
+                && self.unproven.contains_key(&(record.source_offset.topic.clone(), record.source_offset.partition))
+            {
+                kept.push_back(record);
+            } else {
+                released.push(record);
             }
         }
-        self.unproven.insert(key);
-        Ok(true)
+        self.held = kept;
+        Ok(released)
     }
 
     /// [`strait_connect::Sink::flush`] (and commit): every ack awaited, then the batch's offset
@@ -149,9 +182,31 @@ impl AtLeastOnce {
         if let Err(failed) = w.await_acks().await {
             return Err(self.stop_on(w, failed).await);
         }
+        w.cuts.all_acked(&w.syncs);
+        let mut records = w.reached_records();
+        records.extend(w.position_records(positions));
         let syncs = w.take_syncs();
-        let positions = w.position_records(positions);
-        self.state.write_in_background(State { syncs, positions }).await
+        self.state.write_in_background(State { syncs, positions: records }).await
+    }
+
+    /// [`strait_connect::Sink::commit_behind`]: ends the batch at `positions` without waiting
+    /// for its acks, and starts saving the batches ended before whose records are all
+    /// acknowledged, unless a state write is still under way (they then go with the next).
+    /// Errors: a record whose ack failed; the previous state write's error.
+    pub async fn end_batch(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
+        if let Err(failed) = w.take_received_acks() {
+            return Err(self.stop_on(w, failed).await);
+        }
+        w.end_batch(positions);
+        if self.state.writing() {
+            return Ok(());
+        }
+        let records = w.reached_records();
+        if records.is_empty() {
+            return Ok(());
+        }
+        let syncs = w.take_syncs();
+        self.state.write_in_background(State { syncs, positions: records }).await
     }
 
     /// The error for a record that could not be written. The positions of every record
@@ -161,6 +216,8 @@ impl AtLeastOnce {
     /// then replayed, not lost.
     pub async fn stop_on(&mut self, w: &mut Writer, failed: Failed<InFlight>) -> ConnectError {
         self.count_written_in_flight(w, &failed.0).await;
+        w.cuts.discard();
+        self.held.clear();
         let acknowledged: Vec<_> = (w.syncs.acknowledged())
             .map(|(topic, partition, offset)| SourceOffset { topic: topic.clone(), partition, offset })
             .collect();

@@ -16,6 +16,7 @@
 //! alone.
 
 mod at_least_once;
+mod cuts;
 mod errors;
 mod exactly_once;
 mod in_flight;
@@ -40,7 +41,7 @@ use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink, SourceOff
 use strait_mm2::OffsetSync;
 
 use crate::admin::Admin;
-use crate::config::{Delivery, Flow};
+use crate::config::{ClusterConfig, Delivery, Flow};
 use crate::kafka::{cluster_id, connect_error};
 use crate::positions::{TopicIds, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
@@ -97,22 +98,31 @@ impl TargetSink {
     /// cannot yet initialise, the slot's transactions.
     pub async fn start(params: SinkParams) -> Result<Self, ConnectError> {
         let SinkParams { flow, slot } = params;
-        let target_id = cluster_id(&flow.target).await?;
-        let source_id = cluster_id(&flow.source).await?;
+        // What does not depend on another step runs together: across a long link each step is
+        // a few round trips, and in sequence they made a start of seconds.
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
         let rf = flow.writing.replication_factor;
-        for (cluster, topic) in [(&flow.target, POSITIONS_TOPIC), (syncs_cluster, syncs_topic.as_str())] {
+        let state_topic = |cluster: &ClusterConfig, topic: &str| {
             let what = format!("create topic {topic} on cluster {} at {}", cluster.alias, cluster.bootstrap_servers);
-            let admin = Admin::new(cluster).map_err(|e| connect_error(&what, e))?;
-            admin.create_state_topic(topic, rf).await.map_err(|e| connect_error(&what, e))?;
-        }
-        mm2_offsets::Mm2Offsets::ensure_topic(&flow).await?;
+            let admin = Admin::new(cluster).map_err(|e| connect_error(&what, e));
+            let topic = topic.to_string();
+            async move { admin?.create_state_topic(&topic, rf).await.map_err(|e| connect_error(&what, e)) }
+        };
+        let (target_id, source_id, (), (), ()) = tokio::try_join!(
+            cluster_id(&flow.target),
+            cluster_id(&flow.source),
+            state_topic(&flow.target, POSITIONS_TOPIC),
+            state_topic(syncs_cluster, &syncs_topic),
+            mm2_offsets::Mm2Offsets::ensure_topic(&flow),
+        )?;
         let transaction_timeout = match flow.delivery() {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
-        let service = producers::producer_service(&flow, slot, transaction_timeout, &[]).await?;
-        let mut mode = Mode::start(&flow, slot, syncs_cluster, &syncs_topic).await?;
+        let (service, mut mode) = tokio::try_join!(
+            producers::producer_service(&flow, slot, transaction_timeout, &[]),
+            Mode::start(&flow, slot, syncs_cluster, &syncs_topic),
+        )?;
         let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;
         let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
         let mut writer = Writer {
@@ -121,12 +131,23 @@ impl TargetSink {
             syncs_topic,
             last: HashMap::new(),
             topic_ids: TopicIds::default(),
+            cuts: cuts::Cuts::default(),
             flow,
             slot,
             service,
         };
         mode.write_mm2_offsets(&mut writer, mm2_offsets_at_start).await?;
         Ok(Self { writer, mode, records, staged: Vec::new() })
+    }
+
+    /// Makes the target topics of `topics` ready before their first records: each is a source
+    /// topic with the highest partition (0-based) that will be written, as the source was
+    /// assigned them. Their requests run together, so a far target (a long link) costs one round
+    /// of round trips for all, not one per topic. Topics residency forbids are left alone; a
+    /// topic not prepared is made ready at its first record as before. Errors: as [`Sink::put`]
+    /// when a target topic cannot be made ready.
+    pub async fn prepare_topics(&mut self, topics: &[(String, i32)]) -> ConnectResult<()> {
+        self.records.prepare(&self.writer, topics).await
     }
 
     /// The source topic ids this sink saves with positions: the source of the same slot sets them
@@ -169,6 +190,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     /// state transaction in the background and returns: the next flush, or `close`, waits for it
     /// and returns its error. Exactly-once, the syncs go into the open transaction.
     async fn flush(&mut self) -> ConnectResult<()> {
+        self.records.release_all(&mut self.writer, &mut self.mode).await?;
         match &mut self.mode {
             Mode::AtLeastOnce(alo) => {
                 let started = alo.entered();
@@ -209,6 +231,28 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         }
     }
 
+    /// At-least-once: ends the batch without waiting for its acks; its offset syncs and the
+    /// staged positions are saved once every record of it is acknowledged, in the background
+    /// ([`cuts`]), while the next batch's records flow. [`Sink::flush`] makes everything durable.
+    /// Exactly-once: [`Sink::commit`].
+    async fn commit_behind(&mut self) -> ConnectResult<()> {
+        self.records.release_all(&mut self.writer, &mut self.mode).await?;
+        match &mut self.mode {
+            Mode::AtLeastOnce(alo) => {
+                let started = alo.entered();
+                let positions = std::mem::take(&mut self.staged);
+                let ended = alo.end_batch(&mut self.writer, &positions).await;
+                alo.returned(started);
+                ended
+            }
+            Mode::ExactlyOnce(_) => self.commit().await,
+        }
+    }
+
+    fn behind(&self) -> bool {
+        matches!(self.mode, Mode::AtLeastOnce(_)) && self.writer.cuts.waiting()
+    }
+
     /// Exactly-once: aborts the open transaction (none open: nothing to do); acks of its records
     /// still to come are ignored, and offset syncs restart from the next record of each
     /// partition. Either mode drops the staged positions.
@@ -220,11 +264,17 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         }
     }
 
-    /// Logs what the record path withheld, then (at-least-once) waits for the last state write.
+    /// Logs what the record path withheld, then (at-least-once) saves the batches ended by
+    /// [`Sink::commit_behind`] and waits for the last state write.
     async fn close(&mut self) -> ConnectResult<()> {
         self.records.log_totals(&self.writer.flow);
         match &mut self.mode {
-            Mode::AtLeastOnce(alo) => alo.close().await,
+            Mode::AtLeastOnce(alo) => {
+                if self.writer.cuts.waiting() {
+                    alo.flush(&mut self.writer, &[]).await?;
+                }
+                alo.close().await
+            }
             Mode::ExactlyOnce(_) => Ok(()),
         }
     }

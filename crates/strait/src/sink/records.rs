@@ -17,6 +17,26 @@ use super::writer::Writer;
 use crate::config::Flow;
 use crate::record::ReplicatedRecord;
 
+/// Where [`RecordPath::put`] is in its batch.
+#[derive(Default)]
+struct Run {
+    /// The partition of the current run of records, with its last record's offset and
+    /// timestamp (ms), saved into [`Writer::last`] when the run ends.
+    previous: Option<(Arc<str>, i32, i64, Option<i64>)>,
+    /// At-least-once: no record of the run's partition is written yet from this producer, nor
+    /// in flight: its next record sent is its first.
+    unproven: bool,
+}
+
+impl Run {
+    /// Saves the last run's last record into [`Writer::last`].
+    fn end(self, w: &mut Writer) {
+        if let Some((topic, partition, offset, ts)) = self.previous {
+            w.last.insert((topic, partition), (offset, ts));
+        }
+    }
+}
+
 /// The record path of one slot's sink, and what it counts of the records it did not copy as is.
 pub struct RecordPath {
     router: TopicRouter,
@@ -32,9 +52,17 @@ impl RecordPath {
         Self { router, guard, loop_drops: 0, zero_timestamps: HashMap::new() }
     }
 
+    /// Makes the target topics of `topics` ready together ([`TopicRouter::prepare`]).
+    pub async fn prepare(&mut self, w: &Writer, topics: &[(String, i32)]) -> ConnectResult<()> {
+        self.router.prepare(topics, w.service.producer()).await
+    }
+
     /// [`strait_connect::Sink::put`]'s work: each record through the loop guard, residency and
-    /// renaming, then produced. Records without a value (no payload) are skipped. Errors: the
-    /// target topic cannot be made ready; a record that could not be written
+    /// renaming, then produced. Records without a value (no payload) are skipped. At-least-once,
+    /// the records of a partition whose first record from this producer is in flight are held
+    /// ([`super::at_least_once::AtLeastOnce::hold`]) and sent, in order, once it is
+    /// acknowledged: at a later put, or at the batch's end ([`Self::release_all`]).
+    /// Errors: the target topic cannot be made ready; a record that could not be written
     /// ([`Mode::stop_on`]).
     pub async fn put(
         &mut self,
@@ -42,65 +70,98 @@ impl RecordPath {
         mode: &mut Mode,
         batch: Vec<ConnectRecord<(), ReplicatedRecord>>,
     ) -> ConnectResult<()> {
-        let loop_guard_dropped = w.stats.loop_guard_dropped.clone();
         if let Err(failed) = w.take_received_acks() {
             return Err(mode.stop_on(w, failed).await);
         }
-        let mut previous: Option<(Arc<str>, i32, i64, Option<i64>)> = None;
-        // The current run's partition has no record acknowledged yet from this producer.
-        let mut unproven_run = false;
+        let mut run = Run::default();
+        self.release(w, mode, false, &mut run).await?;
         for record in batch {
-            let ConnectRecord { value, timestamp_ms, mut headers, source_offset, size_bytes, .. } = record;
-            let Some(body) = value else { continue };
-            let SourceOffset { topic, partition, offset } = source_offset;
-            // Records of a partition come in runs: remember the last of each run for positions.
-            match &mut previous {
-                Some(p) if p.1 == partition && Arc::ptr_eq(&p.0, &topic) => (p.2, p.3) = (offset, timestamp_ms),
-                _ => {
-                    let run = (topic.clone(), partition, offset, timestamp_ms);
-                    if let Some((topic, partition, offset, ts)) = previous.replace(run) {
-                        w.last.insert((topic, partition), (offset, ts));
-                    }
-                    unproven_run = match mode {
-                        Mode::AtLeastOnce(_) => w.syncs.last_downstream(&topic, partition).is_none(),
-                        // A refused record aborts the whole transaction.
-                        Mode::ExactlyOnce(_) => false,
-                    };
+            if let Mode::AtLeastOnce(alo) = &mut *mode {
+                if alo.awaits_first(&record.source_offset) {
+                    alo.hold(record);
+                    continue;
                 }
             }
-            let Some(provenance) = self.guard.pass(&mut headers) else {
-                self.loop_drops += 1;
-                loop_guard_dropped.inc();
-                continue;
-            };
-            // Residency, renaming and the target topic's existence, decided once per topic.
-            let Some(target) = self.router.route(&topic, partition, w.service.producer()).await? else {
-                continue;
-            };
-            if let (true, Mode::AtLeastOnce(alo)) = (unproven_run, &mut *mode) {
-                let alone = alo.first_record_alone(w, &topic, partition).await;
-                match alone {
-                    Ok(still_first) => unproven_run = still_first,
-                    Err(failed) => return Err(mode.stop_on(w, failed).await),
+            self.put_one(w, mode, record, &mut run).await?;
+        }
+        run.end(w);
+        Ok(())
+    }
+
+    /// Sends every record held, once the first records they wait for are acknowledged: a
+    /// batch's end, whose positions cover them. Errors: as [`Self::put`].
+    pub async fn release_all(&mut self, w: &mut Writer, mode: &mut Mode) -> ConnectResult<()> {
+        let mut run = Run::default();
+        self.release(w, mode, true, &mut run).await?;
+        run.end(w);
+        Ok(())
+    }
+
+    /// Sends the held records that may go ([`super::at_least_once::AtLeastOnce::releasable`]).
+    async fn release(&mut self, w: &mut Writer, mode: &mut Mode, wait: bool, run: &mut Run) -> ConnectResult<()> {
+        let Mode::AtLeastOnce(alo) = &mut *mode else { return Ok(()) };
+        let released = match alo.releasable(w, wait).await {
+            Ok(released) => released,
+            Err(failed) => return Err(mode.stop_on(w, failed).await),
+        };
+        for record in released {
+            self.put_one(w, mode, record, run).await?;
+        }
+        Ok(())
+    }
+
+    /// One record of [`Self::put`].
+    async fn put_one(
+        &mut self,
+        w: &mut Writer,
+        mode: &mut Mode,
+        record: ConnectRecord<(), ReplicatedRecord>,
+        run: &mut Run,
+    ) -> ConnectResult<()> {
+        let ConnectRecord { value, timestamp_ms, mut headers, source_offset, size_bytes, .. } = record;
+        let Some(body) = value else { return Ok(()) };
+        let SourceOffset { topic, partition, offset } = source_offset;
+        // Records of a partition come in runs: remember the last of each run for positions.
+        match &mut run.previous {
+            Some(p) if p.1 == partition && Arc::ptr_eq(&p.0, &topic) => (p.2, p.3) = (offset, timestamp_ms),
+            _ => {
+                let next = (topic.clone(), partition, offset, timestamp_ms);
+                if let Some((topic, partition, offset, ts)) = run.previous.replace(next) {
+                    w.last.insert((topic, partition), (offset, ts));
                 }
-            }
-            if timestamp_ms == Some(0) {
-                let count = self.zero_timestamps.entry(topic.clone()).or_default();
-                if *count == 0 {
-                    tracing::warn!(flow = %w.flow.name, %topic, partition, offset,
-                        "a record with timestamp 0 is written with the produce time: librdkafka cannot send timestamp 0 (counted; totals at stop)");
-                }
-                *count += 1;
-            }
-            let out = build(target, partition, &headers, &provenance, &body, timestamp_ms);
-            let meta =
-                InFlight::Record { topic, partition, upstream: offset, bytes: size_bytes, timestamp: timestamp_ms };
-            if let Err(failed) = w.send(out, meta).await {
-                return Err(mode.stop_on(w, failed).await);
+                run.unproven = match mode {
+                    Mode::AtLeastOnce(_) => w.syncs.last_downstream(&topic, partition).is_none(),
+                    // A refused record aborts the whole transaction.
+                    Mode::ExactlyOnce(_) => false,
+                };
             }
         }
-        if let Some((topic, partition, offset, ts)) = previous {
-            w.last.insert((topic, partition), (offset, ts));
+        let Some(provenance) = self.guard.pass(&mut headers) else {
+            self.loop_drops += 1;
+            w.stats.loop_guard_dropped.inc();
+            return Ok(());
+        };
+        // Residency, renaming and the target topic's existence, decided once per topic.
+        let Some(target) = self.router.route(&topic, partition, w.service.producer()).await? else {
+            return Ok(());
+        };
+        if let (true, Mode::AtLeastOnce(alo)) = (run.unproven, &mut *mode) {
+            // The partition's first record: the rest of the batch's records of it are held.
+            alo.sending_first(w, &topic, partition);
+            run.unproven = false;
+        }
+        if timestamp_ms == Some(0) {
+            let count = self.zero_timestamps.entry(topic.clone()).or_default();
+            if *count == 0 {
+                tracing::warn!(flow = %w.flow.name, %topic, partition, offset,
+                    "a record with timestamp 0 is written with the produce time: librdkafka cannot send timestamp 0 (counted; totals at stop)");
+            }
+            *count += 1;
+        }
+        let out = build(target, partition, &headers, &provenance, &body, timestamp_ms);
+        let meta = InFlight::Record { topic, partition, upstream: offset, bytes: size_bytes, timestamp: timestamp_ms };
+        if let Err(failed) = w.send(out, meta).await {
+            return Err(mode.stop_on(w, failed).await);
         }
         Ok(())
     }

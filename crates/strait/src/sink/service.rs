@@ -142,6 +142,17 @@ impl<M: Clone> ProduceService<M> {
         })
     }
 
+    /// Records given to the producer so far (acknowledged or not).
+    pub fn sent(&self) -> usize {
+        self.first_seq + self.in_flight.len()
+    }
+
+    /// Whether the record with sequence number `seq` (see [`Self::sent`]) is acknowledged, as far
+    /// as the acks taken tell.
+    pub fn is_acked(&self, seq: usize) -> bool {
+        seq < self.first_seq || self.index_of(seq).is_some_and(|i| self.in_flight[i].downstream.is_some())
+    }
+
     /// The producer, for metadata checks.
     pub fn producer(&self) -> &Arc<DataProducer> {
         &self.producer

@@ -286,6 +286,11 @@ impl StateTask {
         Ok(self.idle.as_mut().expect("an idle writer once no write is under way"))
     }
 
+    /// Whether a write is under way.
+    pub fn writing(&self) -> bool {
+        self.busy.as_ref().is_some_and(|task| !task.is_finished())
+    }
+
     /// Starts writing `state` once the write under way (if any) is done; states are written in
     /// order. Errors: the previous write's error.
     pub async fn write_in_background(&mut self, state: State) -> ConnectResult<()> {

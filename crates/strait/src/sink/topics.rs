@@ -103,6 +103,31 @@ impl TopicRouter {
         Ok(true)
     }
 
+    /// Makes the target topics of `topics` (each a source topic with the highest partition to be
+    /// written) ready together, their requests concurrent: at start, one round of round trips for
+    /// every topic instead of one topic's after another as their first records arrive, which
+    /// across a long link (80 ms) cost seconds per topic. Topics residency forbids, or already
+    /// routed, are left to [`Self::route`]. Errors: as [`Self::ready_target`].
+    pub async fn prepare(&mut self, topics: &[(String, i32)], producer: &Arc<DataProducer>) -> ConnectResult<()> {
+        let separator = self.flow.policy.separator();
+        let allowed: Vec<(&str, String, usize)> = topics
+            .iter()
+            .filter(|(t, _)| !self.routes.contains_key(t) && self.flow.residency.check(&names_of(t, separator)).is_ok())
+            .filter_map(|(t, p)| {
+                Some((t.as_str(), self.flow.policy.remote_topic(&self.flow.source.alias, t), usize::try_from(*p).ok()?))
+            })
+            .collect();
+        let ready = futures::future::join_all(
+            allowed.iter().map(|(topic, target, index)| self.ready_target(topic, target, *index, producer)),
+        )
+        .await;
+        for ((topic, target, _), partitions) in allowed.into_iter().zip(ready) {
+            let route = Route::Allowed { target: target.into(), partitions: partitions? };
+            self.routes.insert(topic.to_string(), route);
+        }
+        Ok(())
+    }
+
     /// [`Self::ensure_target`], then waits until `producer` sees partition `index` of `target`;
     /// returns its partition count. A failure retrying may mend (a cluster that does not answer,
     /// a leader moving: [`classify_start`]) is tried again with backoff, 0.5 s doubling to 15 s,

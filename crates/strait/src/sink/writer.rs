@@ -10,6 +10,7 @@ use rdkafka::producer::BaseRecord;
 use strait_connect::{ConnectError, SourceOffset};
 use strait_mm2::OffsetSync;
 
+use super::cuts::Cuts;
 use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
 use super::service::{Failed, ProduceService};
@@ -37,14 +38,18 @@ pub struct Writer {
     pub last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
     /// The id of each source topic, saved with its positions (set by the source).
     pub topic_ids: TopicIds,
+    /// At-least-once batches ended, waiting for their acks.
+    pub cuts: Cuts,
 }
 
-/// An ack of a produced record: feeds the offset-sync rule and the partition's metrics.
-fn record_acked(syncs: &mut OffsetSyncWriter, stats: &mut SinkMetrics, r: InFlight, downstream: i64) {
+/// An ack of a produced record: feeds the offset-sync rule, the partition's metrics and the
+/// batches waiting for it.
+fn record_acked(syncs: &mut OffsetSyncWriter, stats: &mut SinkMetrics, cuts: &mut Cuts, r: InFlight, downstream: i64) {
     if let InFlight::Record { topic, partition, upstream, bytes, timestamp } = r {
         syncs.acked(&topic, partition, upstream, downstream);
         stats.acked(&topic, partition, bytes, timestamp);
     }
+    cuts.acked(syncs);
 }
 
 impl Writer {
@@ -54,27 +59,34 @@ impl Writer {
         record: BaseRecord<'_, [u8], [u8], usize>,
         meta: InFlight,
     ) -> Result<(), Failed<InFlight>> {
-        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
-        self.service.send(record, meta, &mut |r, d| record_acked(syncs, stats, r, d)).await
+        let (syncs, stats, cuts) = (&mut self.syncs, &mut self.stats, &mut self.cuts);
+        self.service.send(record, meta, &mut |r, d| record_acked(syncs, stats, cuts, r, d)).await
     }
 
     /// Takes the acks already received ([`ProduceService::take_received_acks`]).
     // The error is the rare path, and the same type as the service's own (generic there).
     #[allow(clippy::result_large_err)]
     pub fn take_received_acks(&mut self) -> Result<(), Failed<InFlight>> {
-        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
-        self.service.take_received_acks(&mut |r, d| record_acked(syncs, stats, r, d))
+        let (syncs, stats, cuts) = (&mut self.syncs, &mut self.stats, &mut self.cuts);
+        self.service.take_received_acks(&mut |r, d| record_acked(syncs, stats, cuts, r, d))
     }
 
     /// Waits for the ack of every record in flight ([`ProduceService::wait_acks`]).
     pub async fn await_acks(&mut self) -> Result<(), Failed<InFlight>> {
-        let (syncs, stats) = (&mut self.syncs, &mut self.stats);
-        self.service.wait_acks(0, &mut |r, d| record_acked(syncs, stats, r, d)).await
+        let (syncs, stats, cuts) = (&mut self.syncs, &mut self.stats, &mut self.cuts);
+        self.service.wait_acks(0, &mut |r, d| record_acked(syncs, stats, cuts, r, d)).await
+    }
+
+    /// Waits for the acks of the first `sent` records sent (those after keep flowing).
+    pub async fn await_acks_through(&mut self, sent: usize) -> Result<(), Failed<InFlight>> {
+        let remaining = self.service.sent().saturating_sub(sent);
+        let (syncs, stats, cuts) = (&mut self.syncs, &mut self.stats, &mut self.cuts);
+        self.service.wait_acks(remaining, &mut |r, d| record_acked(syncs, stats, cuts, r, d)).await
     }
 
     /// Counts an acknowledged record found after a failure ([`ProduceService::settle`]).
     pub fn acked(&mut self, r: InFlight, downstream: i64) {
-        record_acked(&mut self.syncs, &mut self.stats, r, downstream);
+        record_acked(&mut self.syncs, &mut self.stats, &mut self.cuts, r, downstream);
     }
 
     /// The offset syncs to write with the batch (counted as written).
@@ -84,6 +96,12 @@ impl Writer {
         syncs
     }
 
+    /// The timestamp (ms) of the record at `position`, when it was the last one put.
+    fn timestamp_at(&self, position: &SourceOffset) -> Option<i64> {
+        let key = (position.topic.clone(), position.partition);
+        self.last.get(&key).filter(|(o, _)| *o == position.offset).and_then(|(_, ts)| *ts)
+    }
+
     /// Each of `positions` with the key and value of its positions record: the timestamp of the
     /// record at it (when it was the last one put) and the target offset of the partition's last
     /// record written.
@@ -91,22 +109,33 @@ impl Writer {
         positions
             .iter()
             .map(|position| {
-                let (topic, partition) = (&position.topic, position.partition);
-                let ts = self
-                    .last
-                    .get(&(topic.clone(), partition))
-                    .filter(|(o, _)| *o == position.offset)
-                    .and_then(|(_, ts)| *ts);
-                let (key, value) = positions::encode(
-                    &self.flow.name,
-                    position,
-                    ts,
-                    self.syncs.last_downstream(topic, partition),
-                    self.topic_ids.get(topic),
-                );
-                (position.clone(), key, value)
+                let downstream = self.syncs.last_downstream(&position.topic, position.partition);
+                self.position_record(position.clone(), self.timestamp_at(position), downstream)
             })
             .collect()
+    }
+
+    fn position_record(
+        &self,
+        position: SourceOffset,
+        ts: Option<i64>,
+        downstream: Option<i64>,
+    ) -> (SourceOffset, Vec<u8>, Vec<u8>) {
+        let topic_id = self.topic_ids.get(&position.topic);
+        let (key, value) = positions::encode(&self.flow.name, &position, ts, downstream, topic_id);
+        (position, key, value)
+    }
+
+    /// Ends an at-least-once batch at `positions` without waiting for its acks ([`Cuts::end`]).
+    pub fn end_batch(&mut self, positions: &[SourceOffset]) {
+        let positions = positions.iter().map(|p| (p.clone(), self.timestamp_at(p))).collect();
+        self.cuts.end(self.service.sent(), positions, &self.syncs);
+    }
+
+    /// The position records of the ended batches whose records are all acknowledged.
+    pub fn reached_records(&mut self) -> PositionRecords {
+        let reached = self.cuts.take_reached();
+        reached.into_iter().map(|(position, ts, downstream)| self.position_record(position, ts, downstream)).collect()
     }
 
     /// The error of a failed write described by `context` ([`write_failure`]).

@@ -166,6 +166,17 @@ impl KafkaSource {
         Ok(source)
     }
 
+    /// Each assigned topic with its highest assigned partition (for
+    /// [`crate::sink::TargetSink::prepare_topics`]).
+    pub fn assigned_topics(&self) -> Vec<(String, i32)> {
+        let mut highest: HashMap<&str, i32> = HashMap::new();
+        for (topic, partition) in &self.assigned {
+            let p = highest.entry(topic).or_insert(*partition);
+            *p = (*p).max(*partition);
+        }
+        highest.into_iter().map(|(t, p)| (t.to_string(), p)).collect()
+    }
+
     /// Lists the source's topics and assigns partitions not yet assigned. Returns the selected
     /// topic names.
     async fn refresh(&mut self) -> ConnectResult<BTreeSet<String>> {
