@@ -2,8 +2,9 @@
 //! and, for each slot the group gives it, drives a data path with the connector runtime — the
 //! TargetSink (fencing the slot's previous owner), the positions it left ([`crate::resume`]),
 //! then the source — retrying with backoff while a cluster is unreachable. A revoked slot drains
-//! before the group hands it on. The owner of slot 0 also runs heartbeats, checkpoints (sharing
-//! one control producer), and topic config and ACL sync.
+//! before the group hands it on. In at-least-once mode the slots share one record producer (each
+//! keeps its own fenced state producer). The owner of slot 0 also runs heartbeats, checkpoints
+//! (sharing one control producer), and topic config and ACL sync.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,14 +16,15 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Flow;
+use crate::config::{Delivery, Flow};
 use crate::control::checkpoint::CheckpointTask;
 use crate::control::heartbeat::{ensure_heartbeats_topic, run_heartbeats};
 use crate::control::topic_acls::run_topic_acl_sync;
 use crate::control::topic_configs::run_topic_config_sync;
 use crate::kafka::{classify_start, connect_error, control_producer, StartFailure};
 use crate::metrics::metrics;
-use crate::sink::{SinkParams, TargetSink};
+use crate::sink::service::DataProducer;
+use crate::sink::{shared_record_producer, SinkParams, TargetSink};
 use crate::slots::{slot_of, SlotEvent, SlotGroup};
 use crate::source::KafkaSource;
 use crate::watch::{run_watch, Committed};
@@ -48,8 +50,12 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     let Some((group, mut events)) = with_backoff(&flow, "flow", &cancel, || SlotGroup::join(&flow)).await? else {
         return Ok(());
     };
+    let records = match flow.delivery() {
+        Delivery::AtLeastOnce => Some(shared_record_producer(&flow)?),
+        Delivery::ExactlyOnce { .. } => None,
+    };
     up(true);
-    let mut instance = Instance::new(flow.clone(), &cancel);
+    let mut instance = Instance::new(flow.clone(), records, &cancel);
     let run = instance.run(&mut events, &cancel).await;
     // A slot that failed while the flow was stopping (say on SIGTERM) still fails the flow.
     let result = run.and(instance.stop().await);
@@ -78,6 +84,8 @@ struct Running {
 /// once-per-flow tasks) and the lag watch of its partitions.
 struct Instance {
     flow: Arc<Flow>,
+    /// The record producer every slot shares (at-least-once); none exactly-once.
+    records: Option<Arc<DataProducer>>,
     committed: Committed,
     slots: HashMap<u32, Running>,
     generation: u64,
@@ -87,12 +95,13 @@ struct Instance {
 }
 
 impl Instance {
-    fn new(flow: Arc<Flow>, cancel: &CancellationToken) -> Self {
+    fn new(flow: Arc<Flow>, records: Option<Arc<DataProducer>>, cancel: &CancellationToken) -> Self {
         let committed = Committed::default();
         let watch_cancel = cancel.child_token();
         let watch = tokio::spawn(run_watch(flow.clone(), committed.clone(), watch_cancel.clone()));
         Self {
             flow,
+            records,
             committed,
             slots: HashMap::new(),
             generation: 0,
@@ -164,9 +173,9 @@ impl Instance {
         self.generation += 1;
         let (generation, cancel) = (self.generation, CancellationToken::new());
         let (flow, committed, ended) = (self.flow.clone(), self.committed.clone(), self.ended.0.clone());
-        let token = cancel.clone();
+        let (token, records) = (cancel.clone(), self.records.clone());
         let task = tokio::spawn(async move {
-            let outcome = run_slot(flow, slot, committed, token).await;
+            let outcome = run_slot(flow, slot, records, committed, token).await;
             let _ = ended.send((slot, generation));
             outcome
         });
@@ -274,10 +283,15 @@ async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): OncePerFlow) {
 }
 
 /// Runs the data path of `slot` until `cancel` (then drains and returns `Ok`) or it fails.
-async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: CancellationToken) -> ConnectResult<()> {
-    let Some((source, sink)) =
-        with_backoff(&flow, "flow", &cancel, || start(flow.clone(), slot, committed.clone())).await?
-    else {
+async fn run_slot(
+    flow: Arc<Flow>,
+    slot: u32,
+    records: Option<Arc<DataProducer>>,
+    committed: Committed,
+    cancel: CancellationToken,
+) -> ConnectResult<()> {
+    let start = || start(flow.clone(), slot, records.as_ref(), committed.clone());
+    let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, start).await? else {
         return Ok(());
     };
     let config = RuntimeConfig {
@@ -397,9 +411,19 @@ async fn run_checkpoints(
     Ok(())
 }
 
-/// The sink first, fencing the slot's previous owner; then the positions it left, where the source starts.
-async fn start(flow: Arc<Flow>, slot: u32, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
-    let sink = TargetSink::start(SinkParams { flow: flow.clone(), slot }).await?;
+/// The sink first (through `records`, the shared record producer, when given), fencing the
+/// slot's previous owner; then the positions it left, where the source starts.
+async fn start(
+    flow: Arc<Flow>,
+    slot: u32,
+    records: Option<&Arc<DataProducer>>,
+    committed: Committed,
+) -> ConnectResult<(KafkaSource, TargetSink)> {
+    let params = SinkParams { flow: flow.clone(), slot };
+    let sink = match records {
+        Some(records) => TargetSink::start_sharing(params, records).await?,
+        None => TargetSink::start(params).await?,
+    };
     let stored = crate::resume::load::stored(&flow, slot).await?;
     let source = KafkaSource::start(flow, slot, stored, committed, sink.topic_ids()).await?;
     Ok((source, sink))
