@@ -265,6 +265,11 @@ fn main() {
         return;
     }
     let records = if quick { 200_000 } else { 2_000_000 };
+    if args.iter().any(|a| a == "--scale-out-vs-flow") {
+        let records = if quick { 600_000 } else { 2_000_000 };
+        println!("{}", scale_out::versus_flow(&bench.env, &bench.source, &bench.target, records, repeat, &out));
+        return;
+    }
     if args.iter().any(|a| a == "--scale-out") {
         let records = if quick { 400_000 } else { 4_000_000 };
         println!("{}", scale_out::run(&bench.env, &bench.source, &bench.target, records, repeat, &out));

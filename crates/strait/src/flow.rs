@@ -2,8 +2,9 @@
 //! and, for each slot the group gives it, drives a data path with the connector runtime — the
 //! TargetSink (fencing the slot's previous owner), the positions it left ([`crate::resume`]),
 //! then the source — retrying with backoff while a cluster is unreachable. A revoked slot drains
-//! before the group hands it on. In at-least-once mode the slots share one record producer (each
-//! keeps its own fenced state producer). The owner of slot 0 also runs heartbeats, checkpoints
+//! before the group hands it on. The slots share one source consumer (each reads its partitions
+//! from a queue of its own) and, in at-least-once mode, one record producer (each keeps its own
+//! fenced state producer). The owner of slot 0 also runs heartbeats, checkpoints
 //! (sharing one control producer), and topic config and ACL sync.
 
 use std::collections::HashMap;
@@ -17,6 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Delivery, Flow};
+use crate::consume::SharedConsumer;
 use crate::control::checkpoint::CheckpointTask;
 use crate::control::heartbeat::{ensure_heartbeats_topic, run_heartbeats};
 use crate::control::topic_acls::run_topic_acl_sync;
@@ -47,15 +49,17 @@ const BACKOFF_MAX: Duration = Duration::from_secs(15);
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
     let up = |running: bool| metrics().set_flow_up(&flow.name, &flow.source.alias, &flow.target.alias, running);
     up(false);
-    let Some((group, mut events)) = with_backoff(&flow, "flow", &cancel, || SlotGroup::join(&flow)).await? else {
-        return Ok(());
-    };
+    // Invalid client settings do not heal: the flow stops at once, naming the client.
     let records = match flow.delivery() {
         Delivery::AtLeastOnce => Some(shared_record_producer(&flow)?),
         Delivery::ExactlyOnce { .. } => None,
     };
+    let clients = Clients { consumer: KafkaSource::shared_consumer(&flow)?, records };
+    let Some((group, mut events)) = with_backoff(&flow, "flow", &cancel, || SlotGroup::join(&flow)).await? else {
+        return Ok(());
+    };
     up(true);
-    let mut instance = Instance::new(flow.clone(), records, &cancel);
+    let mut instance = Instance::new(flow.clone(), clients, &cancel);
     let run = instance.run(&mut events, &cancel).await;
     // A slot that failed while the flow was stopping (say on SIGTERM) still fails the flow.
     let result = run.and(instance.stop().await);
@@ -72,6 +76,15 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
 /// A slot's data path ended: (slot, generation). Its outcome is the task's result.
 type SlotEnd = (u32, u64);
 
+/// The clients the slots of this instance share.
+#[derive(Clone)]
+struct Clients {
+    consumer: Arc<SharedConsumer>,
+    /// The record producer (at-least-once); none exactly-once, where each slot has its own
+    /// transactional one.
+    records: Option<Arc<DataProducer>>,
+}
+
 /// A slot's data path, running.
 struct Running {
     /// Tells apart a slot started again from an earlier run of it whose end is still reported.
@@ -84,8 +97,7 @@ struct Running {
 /// once-per-flow tasks) and the lag watch of its partitions.
 struct Instance {
     flow: Arc<Flow>,
-    /// The record producer every slot shares (at-least-once); none exactly-once.
-    records: Option<Arc<DataProducer>>,
+    clients: Clients,
     committed: Committed,
     slots: HashMap<u32, Running>,
     generation: u64,
@@ -95,13 +107,13 @@ struct Instance {
 }
 
 impl Instance {
-    fn new(flow: Arc<Flow>, records: Option<Arc<DataProducer>>, cancel: &CancellationToken) -> Self {
+    fn new(flow: Arc<Flow>, clients: Clients, cancel: &CancellationToken) -> Self {
         let committed = Committed::default();
         let watch_cancel = cancel.child_token();
         let watch = tokio::spawn(run_watch(flow.clone(), committed.clone(), watch_cancel.clone()));
         Self {
             flow,
-            records,
+            clients,
             committed,
             slots: HashMap::new(),
             generation: 0,
@@ -173,9 +185,9 @@ impl Instance {
         self.generation += 1;
         let (generation, cancel) = (self.generation, CancellationToken::new());
         let (flow, committed, ended) = (self.flow.clone(), self.committed.clone(), self.ended.0.clone());
-        let (token, records) = (cancel.clone(), self.records.clone());
+        let (token, clients) = (cancel.clone(), self.clients.clone());
         let task = tokio::spawn(async move {
-            let outcome = run_slot(flow, slot, records, committed, token).await;
+            let outcome = run_slot(flow, slot, clients, committed, token).await;
             let _ = ended.send((slot, generation));
             outcome
         });
@@ -286,11 +298,11 @@ async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): OncePerFlow) {
 async fn run_slot(
     flow: Arc<Flow>,
     slot: u32,
-    records: Option<Arc<DataProducer>>,
+    clients: Clients,
     committed: Committed,
     cancel: CancellationToken,
 ) -> ConnectResult<()> {
-    let start = || start(flow.clone(), slot, records.as_ref(), committed.clone());
+    let start = || start(flow.clone(), slot, &clients, committed.clone());
     let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, start).await? else {
         return Ok(());
     };
@@ -411,20 +423,21 @@ async fn run_checkpoints(
     Ok(())
 }
 
-/// The sink first (through `records`, the shared record producer, when given), fencing the
-/// slot's previous owner; then the positions it left, where the source starts.
+/// The sink first (through the shared record producer, when there is one), fencing the slot's
+/// previous owner; then the positions it left, where the source starts, reading through the
+/// shared consumer.
 async fn start(
     flow: Arc<Flow>,
     slot: u32,
-    records: Option<&Arc<DataProducer>>,
+    clients: &Clients,
     committed: Committed,
 ) -> ConnectResult<(KafkaSource, TargetSink)> {
     let params = SinkParams { flow: flow.clone(), slot };
-    let sink = match records {
+    let sink = match &clients.records {
         Some(records) => TargetSink::start_sharing(params, records).await?,
         None => TargetSink::start(params).await?,
     };
     let stored = crate::resume::load::stored(&flow, slot).await?;
-    let source = KafkaSource::start(flow, slot, stored, committed, sink.topic_ids()).await?;
+    let source = KafkaSource::start_sharing(flow, slot, stored, committed, sink.topic_ids(), &clients.consumer).await?;
     Ok((source, sink))
 }

@@ -3,11 +3,17 @@
 //! over, and a second instance of a flow without scale-out is refused. Records carry
 //! per-partition sequence numbers, so a duplicate or a gap is seen.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strait::config::Config;
+use strait::positions::TopicIds;
+use strait::sink::{SinkParams, TargetSink};
 use strait::slots::slot_of;
+use strait::source::KafkaSource;
+use strait::watch::Committed;
+use strait_connect::Source;
 
 use crate::support::*;
 
@@ -153,6 +159,75 @@ async fn an_instance_owning_several_slots_writes_their_records_through_one_produ
     assert!(instance.stop().success(), "{logs}");
     let report = sequence_report(&f.b, &f.remote, PARTITIONS, PER_PARTITION);
     assert!(report.values().all(|s| *s == Seen::default()), "per partition: {report:?}");
+}
+
+/// Polls `source` until it returned `want` records (or `within` passed): how many it returned per
+/// partition.
+async fn read_per_partition(source: &mut KafkaSource, want: usize, within: Duration) -> BTreeMap<i32, usize> {
+    let (mut per_partition, mut got) = (BTreeMap::new(), 0);
+    let deadline = Instant::now() + within;
+    while got < want && Instant::now() < deadline {
+        for r in source.poll(1_000, 1 << 20, Duration::from_millis(200)).await.unwrap() {
+            *per_partition.entry(r.source_offset.partition).or_insert(0) += 1;
+            got += 1;
+        }
+    }
+    per_partition
+}
+
+/// Issue 26: the slots an instance owns read through one source consumer (before, one each),
+/// each slot its own partitions from a queue of its own. Two slots on one consumer each get
+/// exactly their partitions' records; once one closes (its slot revoked), the other still reads
+/// what arrives after (closing no longer unassigns the whole consumer).
+#[tokio::test(flavor = "multi_thread")]
+async fn slots_sharing_one_consumer_each_read_only_their_own_partitions() {
+    const PARTITIONS: i32 = 6;
+    let f = TopicFlow::new("oneconsumer", PARTITIONS).await;
+    let flow = Arc::new(Config::parse(&f.config("[flows.scale_out]\nenabled = true\nslots = 2")).unwrap().remove(0));
+    let round = |value: &str| {
+        (0..PARTITIONS).flat_map(|p| (0..10).map(move |_| p)).map(|p| Rec::simple(p, value)).collect::<Vec<_>>()
+    };
+    produce(&f.a, &f.topic, &round("first")).await;
+    // The state topics the sources' positions are read from.
+    drop(TargetSink::start(SinkParams { flow: flow.clone(), slot: 0 }).await.unwrap());
+    let consumer = KafkaSource::shared_consumer(&flow).unwrap();
+    let mut sources = Vec::new();
+    for slot in 0..2 {
+        let stored = strait::resume::load::stored(&flow, slot).await.unwrap();
+        let source = KafkaSource::start_sharing(
+            flow.clone(),
+            slot,
+            stored,
+            Committed::default(),
+            TopicIds::default(),
+            &consumer,
+        );
+        sources.push(source.await.unwrap());
+    }
+    let of_slot = |slot: u32| -> BTreeMap<i32, usize> {
+        (0..PARTITIONS).filter(|p| slot_of(&f.topic, *p, 2) == slot).map(|p| (p, 10)).collect()
+    };
+    assert!(!of_slot(0).is_empty() && !of_slot(1).is_empty(), "the partitions span both slots");
+    for (slot, source) in (0..2).zip(sources.iter_mut()) {
+        let want = of_slot(slot).len() * 10;
+        assert_eq!(
+            read_per_partition(source, want, Duration::from_secs(30)).await,
+            of_slot(slot),
+            "slot {slot} reads its partitions only"
+        );
+    }
+    let mut closed = sources.remove(0);
+    closed.close().await.unwrap();
+    drop(closed);
+    produce(&f.a, &f.topic, &round("second")).await;
+    let want = of_slot(1).len() * 10;
+    assert_eq!(
+        read_per_partition(&mut sources[0], want, Duration::from_secs(30)).await,
+        of_slot(1),
+        "slot 1 reads on after slot 0 closed"
+    );
+    // Nothing of slot 0's partitions comes late.
+    assert!(read_per_partition(&mut sources[0], 1, Duration::from_secs(3)).await.is_empty());
 }
 
 /// The issue's case: two `strait run` of one flow without scale-out doubled every record. Now the
