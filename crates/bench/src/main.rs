@@ -13,7 +13,8 @@
 //! `--steady-only` only the steady state and prints its latencies; neither writes a report (they
 //! compare a change quickly). `--partitions N` sets the catch-up topics' partitions (each of 2
 //! topics; default 6), to compare a change on a wide layout. `--soak MINUTES` runs only the
-//! memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance catch-ups ([`scale_out`]).
+//! memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance catch-ups ([`scale_out`]);
+//! `--scale-out-vs-flow` one instance owning every slot against the flow without scale-out.
 
 mod contenders;
 mod load;
@@ -267,7 +268,9 @@ fn main() {
     let records = if quick { 200_000 } else { 2_000_000 };
     if args.iter().any(|a| a == "--scale-out-vs-flow") {
         let records = if quick { 600_000 } else { 2_000_000 };
-        println!("{}", scale_out::versus_flow(&bench.env, &bench.source, &bench.target, records, repeat, &out));
+        let eos = args.iter().any(|a| a == "--exactly-once");
+        let clusters = (bench.source.as_str(), bench.target.as_str());
+        println!("{}", scale_out::versus_flow(&bench.env, clusters, (records, repeat), eos, &out));
         return;
     }
     if args.iter().any(|a| a == "--scale-out") {

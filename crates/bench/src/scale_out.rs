@@ -14,7 +14,8 @@
 //!
 //! `--scale-out-vs-flow` ([`versus_flow`]): the cost of scale-out itself, one instance owning all
 //! [`SLOTS`] slots against the same flow without scale-out, for each Strait build of
-//! `STRAIT_BENCH_BINS` (`label=dir,...`; default the bench's own), interleaved.
+//! `STRAIT_BENCH_BINS` (`label=dir,...`; default the bench's own), interleaved; exactly-once
+//! with `--exactly-once`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -97,7 +98,7 @@ fn catch_up(
     let targets: Vec<String> = topics.iter().map(|t| format!("s{tag}.{t}")).collect();
     let dst = load::inspector(target);
     let running: Vec<(crate::contenders::Running, PathBuf)> =
-        (0..instances).map(|i| launch_scaled_strait(env, tag, i, SLOTS, source, target, topics)).collect();
+        (0..instances).map(|i| launch_scaled_strait(env, tag, i, SLOTS, source, target, topics, "")).collect();
     let pids: Vec<u32> = running.iter().map(|(r, _)| r.child.id()).collect();
     // Kept until the instances are gone: a cgroup with processes cannot be removed.
     let _caps: Vec<CpuCap> = if capped {
@@ -251,14 +252,23 @@ pub fn run(env: &Env, source: &str, target: &str, records: usize, repeat: usize,
 /// One instance's catch-up of `topics` (scale-out with [`SLOTS`] slots, or a plain flow), from the
 /// first record on the target to the last: (records/s, CPU s/GB). The target topics are deleted
 /// after.
-fn one_instance(env: &Env, (source, target): (&str, &str), topics: &[String], tag: &str, scaled: bool) -> (f64, f64) {
+fn one_instance(
+    env: &Env,
+    (source, target): (&str, &str),
+    topics: &[String],
+    tag: &str,
+    (scaled, exactly_once): (bool, bool),
+) -> (f64, f64) {
     let total: i64 = load::counts(&load::inspector(source), topics).values().sum();
     let targets: Vec<String> = topics.iter().map(|t| format!("s{tag}.{t}")).collect();
     let dst = load::inspector(target);
-    let running = if scaled {
-        launch_scaled_strait(env, tag, 0, SLOTS, source, target, topics).0
-    } else {
-        launch(Contender::Strait, env, tag, source, target, topics)
+    let running = match (scaled, exactly_once) {
+        (true, eos) => {
+            let delivery = if eos { "delivery = \"exactly_once\"\n" } else { "" };
+            launch_scaled_strait(env, tag, 0, SLOTS, source, target, topics, delivery).0
+        }
+        (false, false) => launch(Contender::Strait, env, tag, source, target, topics),
+        (false, true) => launch(Contender::StraitEos, env, tag, source, target, topics),
     };
     let pid = running.child.id();
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -280,12 +290,19 @@ fn one_instance(env: &Env, (source, target): (&str, &str), topics: &[String], ta
 }
 
 /// For each build of `STRAIT_BENCH_BINS` (`label=dir,...`; default this bench's build, `strait`):
-/// one instance owning all [`SLOTS`] slots and the same flow without scale-out, over `records`
+/// one instance owning all [`SLOTS`] slots and the same flow without scale-out (both
+/// at-least-once, or both exactly-once with `exactly_once`), over `records`
 /// preloaded records in 2 topics of [`PARTITIONS`] partitions, `repeat` rounds with every
-/// build and mode interleaved; prints each run and writes `scale-out-vs-flow.md` to `dir` with the
+/// build and mode interleaved; prints each run and writes `scale-out-vs-flow-<mode>.md` to `dir` with the
 /// medians. Returns the line `SCALE_VS_FLOW <label> scaled=<CPU s/GB> flow=<CPU s/GB>
 /// ratio=<scaled/flow> ...`.
-pub fn versus_flow(env: &Env, source: &str, target: &str, records: usize, repeat: usize, dir: &Path) -> String {
+pub fn versus_flow(
+    env: &Env,
+    (source, target): (&str, &str),
+    (records, repeat): (usize, usize),
+    exactly_once: bool,
+    dir: &Path,
+) -> String {
     let builds: Vec<(String, PathBuf)> = match std::env::var("STRAIT_BENCH_BINS") {
         Ok(list) => list
             .split(',')
@@ -308,7 +325,7 @@ pub fn versus_flow(env: &Env, source: &str, target: &str, records: usize, repeat
             let env = Env { bin: bin.clone(), work: env.work.clone() };
             for (m, scaled) in [true, false].into_iter().enumerate() {
                 let tag = format!("{}v{round}b{b}m{m}", std::process::id() % 10_000);
-                let run = one_instance(&env, (source, target), &topics, &tag, scaled);
+                let run = one_instance(&env, (source, target), &topics, &tag, (scaled, exactly_once));
                 eprintln!(
                     "versus round {round} {label} {}: {:.0} records/s, {:.2} CPU s/GB",
                     if scaled { "scale-out 1 instance" } else { "flow" },
@@ -324,13 +341,15 @@ pub fn versus_flow(env: &Env, source: &str, target: &str, records: usize, repeat
         x.sort_by(f64::total_cmp);
         x[x.len() / 2]
     };
+    let mode = if exactly_once { "exactly-once" } else { "at-least-once" };
     let mut md = format!(
-        "# Scale-out against one flow\n\nOne instance owning all {SLOTS} slots against the same flow without scale-out: \
+        "# Scale-out against one flow\n\nOne instance owning all {SLOTS} slots against the same flow without scale-out \
+         ({mode}): \
          {records} uncompressed records of 512 bytes in 2 topics of {PARTITIONS} partitions, from the first record on \
          the target to the last; median of {repeat} interleaved round(s).\n\n\
          | build | scale-out records/s | scale-out CPU s/GB | flow records/s | flow CPU s/GB | CPU ratio |\n|---|---|---|---|---|---|\n"
     );
-    let mut line = String::from("SCALE_VS_FLOW");
+    let mut line = format!("SCALE_VS_FLOW {mode}");
     for ((label, _), [scaled, flow]) in builds.iter().zip(&runs) {
         let (sc, fc) = (median(scaled, |r| r.1), median(flow, |r| r.1));
         let _ = writeln!(
@@ -342,7 +361,7 @@ pub fn versus_flow(env: &Env, source: &str, target: &str, records: usize, repeat
         );
         let _ = write!(line, " {label} scaled={sc:.2} flow={fc:.2} ratio={:.2}", sc / fc);
     }
-    let _ = std::fs::write(dir.join("scale-out-vs-flow.md"), &md);
+    let _ = std::fs::write(dir.join(format!("scale-out-vs-flow-{mode}.md")), &md);
     eprintln!("{md}");
     line
 }
