@@ -283,7 +283,9 @@ fn one_instance(
     let (done, cpu_end) = (Instant::now(), cpu_seconds(pid));
     drop(running);
     load::delete_topics(target, &targets);
-    assert_eq!(got, total, "{tag}: the target holds {got} of {total} records");
+    // Exactly-once, the end offsets count the transaction markers too (one per partition and
+    // commit): a few hundred in a million, so the run ends as early as that.
+    assert!(got >= total, "{tag}: the target holds {got} of {total} records");
     let (at, then, cpu_then) = first.expect("a record arrived");
     let records = (total - then) as f64;
     (records / (done - at).as_secs_f64(), (cpu_end - cpu_then) / (records * load::RECORD_BYTES as f64 / 1e9))
