@@ -27,6 +27,11 @@
 //   Mm2Check produce <bootstrap> <topic> <partition> <timestamp-ms> <value>
 //       Kafka's Java producer writes one record with that CreateTime (0 included, which librdkafka
 //       cannot send): `produced <offset>`.
+//   Mm2Check producers <bootstrap> <topic>
+//       Admin.describeProducers over every partition of <topic>: the producers with state on the
+//       broker (each idempotent or transactional producer that wrote there), one line each,
+//         producer <partition> <producer-id>      (sorted by partition, then id)
+//       then `total <n>` (lines printed).
 // Exit status 0 on success; 2 on a usage error; 1 on any other failure, with
 // `error <exception class>: <message>` on stderr.
 
@@ -70,7 +75,8 @@ public class Mm2Check {
             + " | decode <bootstrap> <topic> <offsetsync|checkpoint|heartbeat>"
             + " | translate <bootstrap> <source-alias> <group>"
             + " | client <bootstrap>"
-            + " | produce <bootstrap> <topic> <partition> <timestamp-ms> <value>";
+            + " | produce <bootstrap> <topic> <partition> <timestamp-ms> <value>"
+            + " | producers <bootstrap> <topic>";
 
     public static void main(String[] args) {
         out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
@@ -100,6 +106,8 @@ public class Mm2Check {
             translate(args[1], args[2], args[3]);
         } else if (cmd.equals("client") && args.length == 2) {
             client(args[1]);
+        } else if (cmd.equals("producers") && args.length == 3) {
+            producers(args[1], args[2]);
         } else if (cmd.equals("produce") && args.length == 6) {
             produce(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]), args[5]);
         } else {
@@ -107,6 +115,29 @@ public class Mm2Check {
             return 2;
         }
         return 0;
+    }
+
+    // ---- producers ----------------------------------------------------------------------------
+
+    private static void producers(String bootstrap, String topic) throws Exception {
+        Map<String, Object> config = new HashMap<>();
+        config.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(config)) {
+            var description = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS).get(topic);
+            List<TopicPartition> partitions = new ArrayList<>();
+            description.partitions().forEach(p -> partitions.add(new TopicPartition(topic, p.partition())));
+            var states = admin.describeProducers(partitions).all().get(30, TimeUnit.SECONDS);
+            int total = 0;
+            for (TopicPartition tp : partitions) {
+                TreeSet<Long> ids = new TreeSet<>();
+                states.get(tp).activeProducers().forEach(s -> ids.add(s.producerId()));
+                for (long id : ids) {
+                    out.println("producer " + tp.partition() + " " + id);
+                    total++;
+                }
+            }
+            out.println("total " + total);
+        }
     }
 
     // ---- produce ------------------------------------------------------------------------------

@@ -111,8 +111,10 @@ fn strait_command(
     command
 }
 
-/// Instance `instance` of Strait with `[flows.scale_out]` on (`slots` slots), run `tag`; its log
-/// (with the slot group's info lines) is `out.log` in its run folder, returned with it.
+/// Instance `instance` of Strait with `[flows.scale_out]` on (`slots` slots) and `flow_extra`
+/// (say, a delivery mode), run `tag`; its log (with the slot group's info lines) is `out.log` in
+/// its run folder, returned with it.
+#[allow(clippy::too_many_arguments)]
 pub fn launch_scaled_strait(
     env: &Env,
     tag: &str,
@@ -121,12 +123,13 @@ pub fn launch_scaled_strait(
     source: &str,
     target: &str,
     topics: &[String],
+    flow_extra: &str,
 ) -> (Running, PathBuf) {
     let dir = env.work.join(format!("strait-scale-{tag}-{instance}"));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("run dir");
     let (out, err) = log_file(&dir);
-    let extra = format!("[flows.scale_out]\nenabled = true\nslots = {slots}\n");
+    let extra = format!("{flow_extra}[flows.scale_out]\nenabled = true\nslots = {slots}\n");
     let child = strait_command(env, &dir, tag, (source, target), topics, &extra, "warn,strait::flow=info")
         .stdout(out)
         .stderr(err)

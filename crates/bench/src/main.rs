@@ -14,6 +14,7 @@
 //! compare a change quickly). `--partitions N` sets the catch-up topics' partitions (each of 2
 //! topics; default 6), to compare a change on a wide layout. `--soak MINUTES` runs only the
 //! memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance catch-ups ([`scale_out`]);
+//! `--scale-out-vs-flow` one instance owning every slot against the flow without scale-out;
 //! `--wan` only the catch-ups across an emulated long link ([`wan`]).
 
 mod contenders;
@@ -288,6 +289,13 @@ fn main() {
         return;
     }
     let records = if quick { 200_000 } else { 2_000_000 };
+    if args.iter().any(|a| a == "--scale-out-vs-flow") {
+        let records = if quick { 600_000 } else { 2_000_000 };
+        let eos = args.iter().any(|a| a == "--exactly-once");
+        let clusters = (bench.source.as_str(), bench.target.as_str());
+        println!("{}", scale_out::versus_flow(&bench.env, clusters, (records, repeat), eos, &out));
+        return;
+    }
     if args.iter().any(|a| a == "--scale-out") {
         let records = if quick { 400_000 } else { 4_000_000 };
         println!("{}", scale_out::run(&bench.env, &bench.source, &bench.target, records, repeat, &out));

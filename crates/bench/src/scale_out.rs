@@ -11,12 +11,17 @@
 //! records/s, CPU seconds per GB (all instances summed) and records/s per instance. Each count is
 //! run `repeat` times, counts interleaved, and the median run (by throughput) reported. Writes
 //! `bench/results/scale-out.md` and prints a last line `SCALE ...`.
+//!
+//! `--scale-out-vs-flow` ([`versus_flow`]): the cost of scale-out itself, one instance owning all
+//! [`SLOTS`] slots against the same flow without scale-out, for each Strait build of
+//! `STRAIT_BENCH_BINS` (`label=dir,...`; default the bench's own), interleaved; exactly-once
+//! with `--exactly-once`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::contenders::{launch_scaled_strait, Env};
+use crate::contenders::{launch, launch_scaled_strait, Contender, Env};
 use crate::{cpu_seconds, load};
 
 const SLOTS: u32 = 12;
@@ -93,7 +98,7 @@ fn catch_up(
     let targets: Vec<String> = topics.iter().map(|t| format!("s{tag}.{t}")).collect();
     let dst = load::inspector(target);
     let running: Vec<(crate::contenders::Running, PathBuf)> =
-        (0..instances).map(|i| launch_scaled_strait(env, tag, i, SLOTS, source, target, topics)).collect();
+        (0..instances).map(|i| launch_scaled_strait(env, tag, i, SLOTS, source, target, topics, "")).collect();
     let pids: Vec<u32> = running.iter().map(|(r, _)| r.child.id()).collect();
     // Kept until the instances are gone: a cgroup with processes cannot be removed.
     let _caps: Vec<CpuCap> = if capped {
@@ -242,4 +247,123 @@ pub fn run(env: &Env, source: &str, target: &str, records: usize, repeat: usize,
         line(&uncapped),
         capped.as_deref().map_or("not run".into(), line)
     )
+}
+
+/// One instance's catch-up of `topics` (scale-out with [`SLOTS`] slots, or a plain flow), from the
+/// first record on the target to the last: (records/s, CPU s/GB). The target topics are deleted
+/// after.
+fn one_instance(
+    env: &Env,
+    (source, target): (&str, &str),
+    topics: &[String],
+    tag: &str,
+    (scaled, exactly_once): (bool, bool),
+) -> (f64, f64) {
+    let total: i64 = load::counts(&load::inspector(source), topics).values().sum();
+    let targets: Vec<String> = topics.iter().map(|t| format!("s{tag}.{t}")).collect();
+    let dst = load::inspector(target);
+    let running = match (scaled, exactly_once) {
+        (true, eos) => {
+            let delivery = if eos { "delivery = \"exactly_once\"\n" } else { "" };
+            launch_scaled_strait(env, tag, 0, SLOTS, source, target, topics, delivery).0
+        }
+        (false, false) => launch(Contender::Strait, env, tag, source, target, topics),
+        (false, true) => launch(Contender::StraitEos, env, tag, source, target, topics),
+    };
+    let pid = running.child.id();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let (mut first, mut got) = (None, 0);
+    while Instant::now() < deadline && got < total {
+        got = load::counts(&dst, &targets).values().sum::<i64>();
+        if got > 0 && first.is_none() {
+            first = Some((Instant::now(), got, cpu_seconds(pid)));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (done, cpu_end) = (Instant::now(), cpu_seconds(pid));
+    drop(running);
+    load::delete_topics(target, &targets);
+    // Exactly-once, the end offsets count the transaction markers too (one per partition and
+    // commit): a few hundred in a million, so the run ends as early as that.
+    assert!(got >= total, "{tag}: the target holds {got} of {total} records");
+    let (at, then, cpu_then) = first.expect("a record arrived");
+    let records = (total - then) as f64;
+    (records / (done - at).as_secs_f64(), (cpu_end - cpu_then) / (records * load::RECORD_BYTES as f64 / 1e9))
+}
+
+/// For each build of `STRAIT_BENCH_BINS` (`label=dir,...`; default this bench's build, `strait`):
+/// one instance owning all [`SLOTS`] slots and the same flow without scale-out (both
+/// at-least-once, or both exactly-once with `exactly_once`), over `records`
+/// preloaded records in 2 topics of [`PARTITIONS`] partitions, `repeat` rounds with every
+/// build and mode interleaved; prints each run and writes `scale-out-vs-flow-<mode>.md` to `dir` with the
+/// medians. Returns the line `SCALE_VS_FLOW <label> scaled=<CPU s/GB> flow=<CPU s/GB>
+/// ratio=<scaled/flow> ...`.
+pub fn versus_flow(
+    env: &Env,
+    (source, target): (&str, &str),
+    (records, repeat): (usize, usize),
+    exactly_once: bool,
+    dir: &Path,
+) -> String {
+    let builds: Vec<(String, PathBuf)> = match std::env::var("STRAIT_BENCH_BINS") {
+        Ok(list) => list
+            .split(',')
+            .map(|b| {
+                let (label, bin) = b.split_once('=').expect("STRAIT_BENCH_BINS: label=dir,...");
+                (label.to_string(), PathBuf::from(bin))
+            })
+            .collect(),
+        Err(_) => vec![("strait".into(), env.bin.clone())],
+    };
+    let topics: Vec<String> = ["a", "b"].iter().map(|s| format!("versus-{s}")).collect();
+    for t in &topics {
+        load::create_topic(source, t, PARTITIONS, &[]);
+    }
+    load::preload(source, &topics, PARTITIONS, records, "none");
+    // Per build and mode (scaled, flow): (records/s, CPU s/GB) of each round.
+    let mut runs: Vec<[Vec<(f64, f64)>; 2]> = builds.iter().map(|_| [Vec::new(), Vec::new()]).collect();
+    for round in 0..repeat {
+        for (b, (label, bin)) in builds.iter().enumerate() {
+            let env = Env { bin: bin.clone(), work: env.work.clone() };
+            for (m, scaled) in [true, false].into_iter().enumerate() {
+                let tag = format!("{}v{round}b{b}m{m}", std::process::id() % 10_000);
+                let run = one_instance(&env, (source, target), &topics, &tag, (scaled, exactly_once));
+                eprintln!(
+                    "versus round {round} {label} {}: {:.0} records/s, {:.2} CPU s/GB",
+                    if scaled { "scale-out 1 instance" } else { "flow" },
+                    run.0,
+                    run.1
+                );
+                runs[b][m].push(run);
+            }
+        }
+    }
+    let median = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| {
+        let mut x: Vec<f64> = v.iter().map(f).collect();
+        x.sort_by(f64::total_cmp);
+        x[x.len() / 2]
+    };
+    let mode = if exactly_once { "exactly-once" } else { "at-least-once" };
+    let mut md = format!(
+        "# Scale-out against one flow\n\nOne instance owning all {SLOTS} slots against the same flow without scale-out \
+         ({mode}): \
+         {records} uncompressed records of 512 bytes in 2 topics of {PARTITIONS} partitions, from the first record on \
+         the target to the last; median of {repeat} interleaved round(s).\n\n\
+         | build | scale-out records/s | scale-out CPU s/GB | flow records/s | flow CPU s/GB | CPU ratio |\n|---|---|---|---|---|---|\n"
+    );
+    let mut line = format!("SCALE_VS_FLOW {mode}");
+    for ((label, _), [scaled, flow]) in builds.iter().zip(&runs) {
+        let (sc, fc) = (median(scaled, |r| r.1), median(flow, |r| r.1));
+        let _ = writeln!(
+            md,
+            "| {label} | {:.0} | {sc:.2} | {:.0} | {fc:.2} | {:.2} |",
+            median(scaled, |r| r.0),
+            median(flow, |r| r.0),
+            sc / fc
+        );
+        let _ = write!(line, " {label} scaled={sc:.2} flow={fc:.2} ratio={:.2}", sc / fc);
+    }
+    let _ = std::fs::write(dir.join(format!("scale-out-vs-flow-{mode}.md")), &md);
+    eprintln!("{md}");
+    line
 }

@@ -2,8 +2,10 @@
 //! and, for each slot the group gives it, drives a data path with the connector runtime — the
 //! TargetSink (fencing the slot's previous owner), the positions it left ([`crate::resume`]),
 //! then the source — retrying with backoff while a cluster is unreachable. A revoked slot drains
-//! before the group hands it on. The owner of slot 0 also runs heartbeats, checkpoints (sharing
-//! one control producer), and topic config and ACL sync.
+//! before the group hands it on. The slots share one source consumer (each reads its partitions
+//! from a queue of its own) and, in at-least-once mode, one record producer (each keeps its own
+//! fenced state producer). The owner of slot 0 also runs heartbeats, checkpoints
+//! (sharing one control producer), and topic config and ACL sync.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,14 +17,16 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Flow;
+use crate::config::{Delivery, Flow};
+use crate::consume::SharedConsumer;
 use crate::control::checkpoint::CheckpointTask;
 use crate::control::heartbeat::{ensure_heartbeats_topic, run_heartbeats};
 use crate::control::topic_acls::run_topic_acl_sync;
 use crate::control::topic_configs::run_topic_config_sync;
 use crate::kafka::{classify_start, connect_error, control_producer, StartFailure};
 use crate::metrics::metrics;
-use crate::sink::{SinkParams, TargetSink};
+use crate::sink::service::DataProducer;
+use crate::sink::{shared_record_producer, SinkParams, TargetSink};
 use crate::slots::{slot_of, SlotEvent, SlotGroup};
 use crate::source::KafkaSource;
 use crate::watch::{run_watch, Committed};
@@ -45,11 +49,17 @@ const BACKOFF_MAX: Duration = Duration::from_secs(15);
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
     let up = |running: bool| metrics().set_flow_up(&flow.name, &flow.source.alias, &flow.target.alias, running);
     up(false);
+    // Invalid client settings do not heal: the flow stops at once, naming the client.
+    let records = match flow.delivery() {
+        Delivery::AtLeastOnce => Some(shared_record_producer(&flow)?),
+        Delivery::ExactlyOnce { .. } => None,
+    };
+    let clients = Clients { consumer: KafkaSource::shared_consumer(&flow)?, records };
     let Some((group, mut events)) = with_backoff(&flow, "flow", &cancel, || SlotGroup::join(&flow)).await? else {
         return Ok(());
     };
     up(true);
-    let mut instance = Instance::new(flow.clone(), &cancel);
+    let mut instance = Instance::new(flow.clone(), clients, &cancel);
     let run = instance.run(&mut events, &cancel).await;
     // A slot that failed while the flow was stopping (say on SIGTERM) still fails the flow.
     let result = run.and(instance.stop().await);
@@ -66,6 +76,15 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
 /// A slot's data path ended: (slot, generation). Its outcome is the task's result.
 type SlotEnd = (u32, u64);
 
+/// The clients the slots of this instance share.
+#[derive(Clone)]
+struct Clients {
+    consumer: Arc<SharedConsumer>,
+    /// The record producer (at-least-once); none exactly-once, where each slot has its own
+    /// transactional one.
+    records: Option<Arc<DataProducer>>,
+}
+
 /// A slot's data path, running.
 struct Running {
     /// Tells apart a slot started again from an earlier run of it whose end is still reported.
@@ -78,6 +97,7 @@ struct Running {
 /// once-per-flow tasks) and the lag watch of its partitions.
 struct Instance {
     flow: Arc<Flow>,
+    clients: Clients,
     committed: Committed,
     slots: HashMap<u32, Running>,
     generation: u64,
@@ -87,12 +107,13 @@ struct Instance {
 }
 
 impl Instance {
-    fn new(flow: Arc<Flow>, cancel: &CancellationToken) -> Self {
+    fn new(flow: Arc<Flow>, clients: Clients, cancel: &CancellationToken) -> Self {
         let committed = Committed::default();
         let watch_cancel = cancel.child_token();
         let watch = tokio::spawn(run_watch(flow.clone(), committed.clone(), watch_cancel.clone()));
         Self {
             flow,
+            clients,
             committed,
             slots: HashMap::new(),
             generation: 0,
@@ -164,9 +185,9 @@ impl Instance {
         self.generation += 1;
         let (generation, cancel) = (self.generation, CancellationToken::new());
         let (flow, committed, ended) = (self.flow.clone(), self.committed.clone(), self.ended.0.clone());
-        let token = cancel.clone();
+        let (token, clients) = (cancel.clone(), self.clients.clone());
         let task = tokio::spawn(async move {
-            let outcome = run_slot(flow, slot, committed, token).await;
+            let outcome = run_slot(flow, slot, clients, committed, token).await;
             let _ = ended.send((slot, generation));
             outcome
         });
@@ -274,10 +295,15 @@ async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): OncePerFlow) {
 }
 
 /// Runs the data path of `slot` until `cancel` (then drains and returns `Ok`) or it fails.
-async fn run_slot(flow: Arc<Flow>, slot: u32, committed: Committed, cancel: CancellationToken) -> ConnectResult<()> {
-    let Some((source, sink)) =
-        with_backoff(&flow, "flow", &cancel, || start(flow.clone(), slot, committed.clone())).await?
-    else {
+async fn run_slot(
+    flow: Arc<Flow>,
+    slot: u32,
+    clients: Clients,
+    committed: Committed,
+    cancel: CancellationToken,
+) -> ConnectResult<()> {
+    let start = || start(flow.clone(), slot, &clients, committed.clone());
+    let Some((source, sink)) = with_backoff(&flow, "flow", &cancel, start).await? else {
         return Ok(());
     };
     let config = RuntimeConfig {
@@ -397,12 +423,22 @@ async fn run_checkpoints(
     Ok(())
 }
 
-/// The sink first, fencing the slot's previous owner; then the positions it left, where the
-/// source starts; then the target topics of the partitions the source was assigned, all at once.
-async fn start(flow: Arc<Flow>, slot: u32, committed: Committed) -> ConnectResult<(KafkaSource, TargetSink)> {
-    let mut sink = TargetSink::start(SinkParams { flow: flow.clone(), slot }).await?;
+/// The sink first (through the shared record producer, when there is one), fencing the slot's
+/// previous owner; then the positions it left, where the source starts, reading through the
+/// shared consumer; then the target topics of the partitions the source was assigned, all at once.
+async fn start(
+    flow: Arc<Flow>,
+    slot: u32,
+    clients: &Clients,
+    committed: Committed,
+) -> ConnectResult<(KafkaSource, TargetSink)> {
+    let params = SinkParams { flow: flow.clone(), slot };
+    let mut sink = match &clients.records {
+        Some(records) => TargetSink::start_sharing(params, records).await?,
+        None => TargetSink::start(params).await?,
+    };
     let stored = crate::resume::load::stored(&flow, slot).await?;
-    let source = KafkaSource::start(flow, slot, stored, committed, sink.topic_ids()).await?;
+    let source = KafkaSource::start_sharing(flow, slot, stored, committed, sink.topic_ids(), &clients.consumer).await?;
     sink.prepare_topics(&source.assigned_topics()).await?;
     Ok((source, sink))
 }

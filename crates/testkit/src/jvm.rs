@@ -19,6 +19,9 @@
 //!   whose consumer would otherwise wait 60 s and throw a `TimeoutException`.
 //! - `client BOOTSTRAP`: `MirrorClient`'s `upstream <alias>`, `heartbeats <topic>` and
 //!   `checkpoints <topic>` lines, each group sorted.
+//! - `producers BOOTSTRAP TOPIC`: Kafka's `Admin.describeProducers` over every partition of
+//!   TOPIC: a `producer <partition> <producer id>` line per producer with state on the broker
+//!   (sorted), then `total <n>`.
 
 use std::fs;
 use std::io;

@@ -18,7 +18,8 @@ pub const TRANSACTION_TIMEOUT_MS: (u64, u64) = (1_000, i32::MAX as u64);
 /// 30 min by default) bound it further, checked at start.
 pub const SESSION_TIMEOUT_MS: (u64, u64) = (1_000, 3_600_000);
 /// Bounds of `[flows.scale_out] slots`, the coordination topic's partitions: 1 to 1,000. Each
-/// slot an instance owns runs its own clients, so more slots than instances costs threads and
+/// slot an instance owns runs its own transactional producer (the instance's slots share its
+/// consumer and at-least-once record producer), so more slots than instances costs threads and
 /// connections; 1,000 instances of one flow is far past any deployment.
 pub const SLOTS: (u64, u64) = (1, 1_000);
 /// Bounds of `max_batch_records`: 1 to 100,000,000 records.

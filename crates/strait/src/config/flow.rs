@@ -134,9 +134,9 @@ impl Flow {
     }
 
     /// Each slot's share of a per-flow budget (buffer bytes, batch records): `total` divided by
-    /// the slot count, at least `floor` (and at most `total`). Every slot has its own clients and
-    /// batches, so an instance owning every slot keeps about the memory of a flow without
-    /// scale-out.
+    /// the slot count, at least `floor` (and at most `total`). Every slot has its own batches
+    /// and prefetch queue, so an instance owning every slot keeps about the memory of a flow
+    /// without scale-out.
     pub fn slot_share(&self, total: usize, floor: usize) -> usize {
         // At most SLOTS.1 slots: the count fits.
         (total / self.slots().max(1) as usize).max(floor).min(total)

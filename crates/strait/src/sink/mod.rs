@@ -47,8 +47,9 @@ use crate::positions::{TopicIds, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
 use loop_guard::LoopGuard;
 use mode::Mode;
-pub use producers::{AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_KBYTES, PRODUCER_SETTINGS};
+pub use producers::{shared_record_producer, AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_KBYTES, PRODUCER_SETTINGS};
 use records::RecordPath;
+use service::{DataProducer, ProduceService};
 use stats::SinkMetrics;
 use syncs::OffsetSyncWriter;
 use topics::TopicRouter;
@@ -97,6 +98,18 @@ impl TargetSink {
     /// [`ConnectError::Transaction`] / [`ConnectError::Retriable`] when the target refuses, or
     /// cannot yet initialise, the slot's transactions.
     pub async fn start(params: SinkParams) -> Result<Self, ConnectError> {
+        Self::start_with(params, None).await
+    }
+
+    /// [`Self::start`], the records written through `records`, a producer of
+    /// [`shared_record_producer`] that the other slots this instance owns share, in at-least-once
+    /// mode (exactly-once, each slot's records need their own transactional producer, and
+    /// `records` is not used). Errors: as [`Self::start`].
+    pub async fn start_sharing(params: SinkParams, records: &Arc<DataProducer>) -> Result<Self, ConnectError> {
+        Self::start_with(params, Some(records)).await
+    }
+
+    async fn start_with(params: SinkParams, shared: Option<&Arc<DataProducer>>) -> Result<Self, ConnectError> {
         let SinkParams { flow, slot } = params;
         // What does not depend on another step runs together: across a long link each step is
         // a few round trips, and in sequence they made a start of seconds.
@@ -119,10 +132,14 @@ impl TargetSink {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
-        let (service, mut mode) = tokio::try_join!(
-            producers::producer_service(&flow, slot, transaction_timeout, &[]),
-            Mode::start(&flow, slot, syncs_cluster, &syncs_topic),
-        )?;
+        let service = async {
+            match (transaction_timeout, shared) {
+                (None, Some(records)) => ProduceService::join(records)
+                    .map_err(|e| ConnectError::backend(format!("record producer for {}", flow.target.alias), e)),
+                _ => producers::producer_service(&flow, slot, transaction_timeout, &[]).await,
+            }
+        };
+        let (service, mut mode) = tokio::try_join!(service, Mode::start(&flow, slot, syncs_cluster, &syncs_topic))?;
         let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;
         let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
         let mut writer = Writer {

@@ -1,7 +1,9 @@
 //! The slot's producers on the target and their settings: the record producer of both modes
-//! (transactional in exactly-once mode) and, in at-least-once mode, the small transactional
-//! producer of offset syncs and positions.
+//! (transactional in exactly-once mode, one per slot; in at-least-once mode one shared by the
+//! slots an instance owns) and, in at-least-once mode, each slot's small transactional producer
+//! of offset syncs and positions, which fences the slot.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -9,7 +11,7 @@ use rdkafka::producer::Producer;
 use strait_connect::{ConnectError, ConnectResult};
 
 use super::in_flight::InFlight;
-use super::service::ProduceService;
+use super::service::{DataProducer, ProduceService};
 use crate::admin::LARGEST_BATCH_BYTES;
 use crate::config::Flow;
 
@@ -70,21 +72,8 @@ pub async fn producer_service(
     let transactional_id = flow.transactional_id(slot);
     // The queue is split between the flow's slots (see `Flow::slot_share`).
     let queue_kbytes = flow.slot_share(PRODUCER_QUEUE_KBYTES, 2_048).to_string();
-    let mut settings = PRODUCER_SETTINGS.to_vec();
-    settings.push(("queue.buffering.max.kbytes", &queue_kbytes));
-    match &timeout_ms {
-        None => settings.extend_from_slice(AT_LEAST_ONCE_SETTINGS),
-        Some(ms) => settings.extend_from_slice(&[
-            ("transactional.id", transactional_id.as_str()),
-            ("transaction.timeout.ms", ms.as_str()),
-            // librdkafka requires message.timeout.ms <= transaction.timeout.ms.
-            ("message.timeout.ms", ms.as_str()),
-        ]),
-    }
-    settings.extend_from_slice(extra);
-    if flow.writing.write_mm2_offsets {
-        settings.extend_from_slice(super::mm2_offsets::PRODUCER_SETTINGS);
-    }
+    let transaction = timeout_ms.as_deref().map(|ms| (transactional_id.as_str(), ms));
+    let settings = record_settings(flow, &queue_kbytes, transaction, extra);
     let service = ProduceService::new(&flow.target, &settings)
         .map_err(|e| ConnectError::backend(format!("producer for {}", flow.target.alias), e))?;
     if let Some(timeout) = transaction_timeout {
@@ -102,4 +91,41 @@ pub async fn producer_service(
         tracing::info!(flow = %flow.name, transactional_id, "transactions initialised; the slot's previous owner is fenced");
     }
     Ok(service)
+}
+
+/// The record producer the slots of a flow an instance owns share in at-least-once mode
+/// ([`ProduceService::join`]): idempotent and gap-less, with no `transactional.id` (each slot's
+/// state producer fences the slot), and the flow's whole queue (`queue.buffering.max.kbytes`
+/// [`PRODUCER_QUEUE_KBYTES`]), which bounds the records an instance holds between put and ack.
+/// Errors: a backend error when the producer cannot be created (invalid settings).
+pub fn shared_record_producer(flow: &Flow) -> ConnectResult<Arc<DataProducer>> {
+    let queue_kbytes = PRODUCER_QUEUE_KBYTES.to_string();
+    ProduceService::<InFlight>::new_producer(&flow.target, &record_settings(flow, &queue_kbytes, None, &[]))
+        .map_err(|e| ConnectError::backend(format!("record producer for {}", flow.target.alias), e))
+}
+
+/// The settings of a producer of `flow`: transactional with `transaction` (its
+/// `transactional.id` and `transaction.timeout.ms`), else at-least-once; then `extra`.
+fn record_settings<'a>(
+    flow: &Flow,
+    queue_kbytes: &'a str,
+    transaction: Option<(&'a str, &'a str)>,
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut settings = PRODUCER_SETTINGS.to_vec();
+    settings.push(("queue.buffering.max.kbytes", queue_kbytes));
+    match transaction {
+        None => settings.extend_from_slice(AT_LEAST_ONCE_SETTINGS),
+        Some((id, ms)) => settings.extend_from_slice(&[
+            ("transactional.id", id),
+            ("transaction.timeout.ms", ms),
+            // librdkafka requires message.timeout.ms <= transaction.timeout.ms.
+            ("message.timeout.ms", ms),
+        ]),
+    }
+    settings.extend_from_slice(extra);
+    if flow.writing.write_mm2_offsets {
+        settings.extend_from_slice(super::mm2_offsets::PRODUCER_SETTINGS);
+    }
+    settings
 }

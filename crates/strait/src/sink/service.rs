@@ -6,8 +6,12 @@
 //! sequence number, not a future per record, and are appended to a list the sink swaps out
 //! whole: per record, one push under a lock nobody else holds for long, no allocation and no
 //! wake-up unless the sink is waiting.
+//!
+//! At-least-once, the slots an instance owns share one record producer (issue 26: one producer
+//! per slot cost 2.7× the CPU per GB): each slot's service is a lane of it ([`ProduceService::join`]),
+//! with its own records in flight and acks, routed back by the lane the delivery opaque carries.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -51,9 +55,67 @@ impl Acks {
     }
 }
 
-/// Appends each delivery report to the list the sink takes them from.
+/// Bits of a delivery opaque holding the record's sequence number in its lane (wrapping: a lane
+/// never has more than [`MAX_TRACKED`] records in flight); the bits above hold the lane.
+const SEQ_BITS: u32 = usize::BITS - 16;
+const SEQ_MASK: usize = (1 << SEQ_BITS) - 1;
+/// Lanes a producer can tell apart at once: ids are handed out round this many, so a lane id
+/// comes back only after this many lanes more (acks of a dropped lane's records long arrived).
+const LANES: usize = 1 << 16;
+
+/// The lanes of a producer: each one's delivery reports, by lane id.
+#[derive(Default)]
+struct Lanes {
+    by_id: HashMap<usize, Arc<Acks>>,
+    next: usize,
+}
+
+/// Appends each delivery report to the list of the lane (the [`ProduceService`]) that sent it.
+#[derive(Default)]
 pub struct AckContext {
-    acks: Arc<Acks>,
+    lanes: Mutex<Lanes>,
+}
+
+impl AckContext {
+    fn lanes(&self) -> MutexGuard<'_, Lanes> {
+        // Nothing panics while holding the lock; a poisoned map is still whole.
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new lane reporting to `acks`: its id. `None` when [`LANES`] lanes are open.
+    fn open(&self, acks: Arc<Acks>) -> Option<usize> {
+        let mut lanes = self.lanes();
+        if lanes.by_id.len() >= LANES {
+            return None;
+        }
+        while lanes.by_id.contains_key(&lanes.next) {
+            lanes.next = (lanes.next + 1) % LANES;
+        }
+        let id = lanes.next;
+        lanes.next = (id + 1) % LANES;
+        lanes.by_id.insert(id, acks);
+        Some(id)
+    }
+
+    fn close(&self, lane: usize) {
+        self.lanes().by_id.remove(&lane);
+    }
+
+    /// How many services send through the producer.
+    fn open_lanes(&self) -> usize {
+        self.lanes().by_id.len()
+    }
+
+    /// Hands the report of the record with delivery opaque `opaque` to its lane; a closed lane's
+    /// reports are dropped (its records were given up with it).
+    fn route(&self, opaque: usize, outcome: Result<i64, KafkaError>) {
+        let lanes = self.lanes();
+        let Some(acks) = lanes.by_id.get(&(opaque >> SEQ_BITS)) else { return };
+        acks.received().push((opaque & SEQ_MASK, outcome));
+        if acks.waiting.load(Ordering::SeqCst) {
+            acks.arrived.notify_one();
+        }
+    }
 }
 
 impl ClientContext for AckContext {
@@ -69,11 +131,8 @@ impl ClientContext for AckContext {
 impl ProducerContext for AckContext {
     type DeliveryOpaque = usize;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, seq: usize) {
-        self.acks.received().push((seq, delivery_outcome(result)));
-        if self.acks.waiting.load(Ordering::SeqCst) {
-            self.acks.arrived.notify_one();
-        }
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: usize) {
+        self.route(opaque, delivery_outcome(result));
     }
 }
 
@@ -111,9 +170,12 @@ fn own_fault(e: &KafkaError) -> bool {
     !e.rdkafka_error_code().is_some_and(|c| CONSEQUENCES.contains(&c))
 }
 
-/// Producer plus the records in flight, in produce order.
+/// A lane of a producer (its own, or one shared by the slots of an instance) plus its records
+/// in flight, in produce order.
 pub struct ProduceService<M> {
     producer: Arc<DataProducer>,
+    /// This service's lane of the producer: the high bits of its records' delivery opaques.
+    lane: usize,
     acks: Arc<Acks>,
     /// Reports taken from `acks`, not yet matched to their records.
     taken: VecDeque<Ack>,
@@ -128,12 +190,28 @@ pub struct ProduceService<M> {
 pub type Failed<M> = (M, KafkaError);
 
 impl<M: Clone> ProduceService<M> {
-    /// A producer for `cluster` with `settings` (cluster overrides win). Errors: invalid config.
+    /// A producer for `cluster` with `settings` (cluster overrides win), for services to
+    /// [`Self::join`]. Errors: invalid config.
+    pub fn new_producer(cluster: &ClusterConfig, settings: &[(&str, &str)]) -> Result<Arc<DataProducer>, KafkaError> {
+        Ok(Arc::new(PolledProducer::new(&cluster.client_config(settings), AckContext::default())?))
+    }
+
+    /// A service with a producer of its own ([`Self::new_producer`]). Errors: invalid config.
     pub fn new(cluster: &ClusterConfig, settings: &[(&str, &str)]) -> Result<Self, KafkaError> {
+        Self::join(&Self::new_producer(cluster, settings)?)
+    }
+
+    /// A service sending through `producer` beside the others that joined it, each with its own
+    /// records in flight and acks. Errors: the producer has [`LANES`] services already.
+    pub fn join(producer: &Arc<DataProducer>) -> Result<Self, KafkaError> {
         let acks = Arc::new(Acks::default());
-        let producer = PolledProducer::new(&cluster.client_config(settings), AckContext { acks: acks.clone() })?;
+        let lane = producer
+            .context()
+            .open(acks.clone())
+            .ok_or_else(|| KafkaError::ClientCreation(format!("a producer serves at most {LANES} slots at once")))?;
         Ok(Self {
-            producer: Arc::new(producer),
+            producer: producer.clone(),
+            lane,
             acks,
             taken: VecDeque::new(),
             in_flight: VecDeque::new(),
@@ -180,8 +258,12 @@ impl<M: Clone> ProduceService<M> {
     /// record's delivery report (librdkafka's `rd_kafka_flush`, which skips `linger.ms` while it
     /// runs): a commit waits for every ack anyway, so lingering would only lengthen it. The
     /// reports still arrive through `wait_acks`. A timeout is not an error: `wait_acks` goes on
-    /// waiting.
+    /// waiting. A producer shared with other services is not flushed (the flush would wait for
+    /// theirs too, which keep coming): the acks then come after `linger.ms` (5 ms).
     pub async fn flush(&self, timeout: Duration) {
+        if self.producer.context().open_lanes() > 1 {
+            return;
+        }
         let producer = self.producer.clone();
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: the pointer is the live producer's, kept alive by the `Arc` moved in; librdkafka
@@ -205,7 +287,7 @@ impl<M: Clone> ProduceService<M> {
         meta: M,
         on_ack: &mut impl FnMut(M, i64),
     ) -> Result<(), Failed<M>> {
-        record = record.delivery_opaque(self.first_seq + self.in_flight.len());
+        record = record.delivery_opaque((self.lane << SEQ_BITS) | ((self.first_seq + self.in_flight.len()) & SEQ_MASK));
         loop {
             match self.producer.send(record) {
                 Ok(()) => {
@@ -331,7 +413,7 @@ impl<M: Clone> ProduceService<M> {
     /// The index in `in_flight` of the record with sequence number `seq`; `None` for a record
     /// already given up on (after a failure), whose ack is ignored.
     fn index_of(&self, seq: usize) -> Option<usize> {
-        seq.checked_sub(self.first_seq).filter(|i| *i < self.in_flight.len())
+        Some(seq.wrapping_sub(self.first_seq) & SEQ_MASK).filter(|i| *i < self.in_flight.len())
     }
 
     /// The record at fault — the first, in produce order, refused for a reason of its own, else
@@ -354,6 +436,12 @@ impl<M: Clone> ProduceService<M> {
                 on_ack(p.meta, offset);
             }
         }
+    }
+}
+
+impl<M> Drop for ProduceService<M> {
+    fn drop(&mut self) {
+        self.producer.context().close(self.lane);
     }
 }
 
@@ -388,5 +476,42 @@ mod tests {
         assert!(acked.is_empty(), "nothing is acknowledged in order before the refusal is seen");
         let outcomes = service.settle(Duration::from_secs(5)).await;
         assert_eq!(outcomes, vec![(0, Some(100)), (1, None), (2, Some(200))]);
+    }
+
+    #[tokio::test]
+    async fn services_sharing_a_producer_get_only_their_own_acks() {
+        let mut a = service(2);
+        let mut b = ProduceService::<u32>::join(a.producer()).unwrap();
+        b.in_flight.extend((0..2).map(|meta| Pending { meta: 10 + meta, downstream: None, failed: None }));
+        let producer = a.producer().clone();
+        let context = producer.context();
+        // Both lanes have records with sequence numbers 0 and 1: the lane bits tell them apart.
+        let (lane_a, lane_b) = (a.lane << SEQ_BITS, b.lane << SEQ_BITS);
+        context.route(lane_b | 1, Ok(501));
+        context.route(lane_a, Ok(100));
+        context.route(lane_b, Ok(500));
+        let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+        a.take_received_acks(&mut |m, o| got_a.push((m, o))).unwrap();
+        b.take_received_acks(&mut |m, o| got_b.push((m, o))).unwrap();
+        assert_eq!(got_a, vec![(0, 100)]);
+        assert_eq!(got_b, vec![(10, 500), (11, 501)]);
+        // A closed lane's reports go nowhere, and its id is not handed out again at once.
+        let closed = b.lane;
+        drop(b);
+        context.route(closed << SEQ_BITS, Ok(7));
+        let c = ProduceService::<u32>::join(a.producer()).unwrap();
+        assert_ne!(c.lane, closed);
+        assert!(c.acks.received().is_empty());
+    }
+
+    #[test]
+    fn sequence_numbers_wrap_within_their_bits() {
+        let mut s = service(0);
+        s.first_seq = SEQ_MASK;
+        s.in_flight.extend((0..2).map(|meta| Pending { meta, downstream: None, failed: None }));
+        // The second record's sequence number wrapped to 0 in the opaque.
+        assert_eq!(s.index_of(SEQ_MASK), Some(0));
+        assert_eq!(s.index_of(0), Some(1));
+        assert_eq!(s.index_of(1), None);
     }
 }

@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 use crate::admin::{topic_ids, TopicId};
 use crate::client_log::ClientLog;
 use crate::config::Flow;
-use crate::consume::SourceReader;
+use crate::consume::{SharedConsumer, SourceReader};
 use crate::kafka::{blocking, connect_error, joined, topic_partition_counts, METADATA_TIMEOUT};
 use crate::metrics::metrics;
 use crate::positions::TopicIds;
@@ -79,7 +79,13 @@ pub struct KafkaSource {
     listing: Option<JoinHandle<Listed>>,
     /// `max_bytes_per_second`, this slot's share, with its wait counter.
     throttle: Option<(Throttle, Counter)>,
+    /// When the partitions are next forwarded to this slot's queue again
+    /// ([`SourceReader::reroute`]).
+    next_reroute: Instant,
 }
+
+/// How often a slot forwards its partitions to its queue again ([`SourceReader::reroute`]).
+const REROUTE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The source's topics, each with its partition count and, for the topics the flow replicates,
 /// its id when the cluster gave one.
@@ -116,19 +122,42 @@ impl KafkaSource {
         committed: Committed,
         ids: TopicIds,
     ) -> ConnectResult<Self> {
-        // The prefetch is split between the flow's slots (see `Flow::slot_share`).
+        let consumer = Self::shared_consumer(&flow)?;
+        Self::start_sharing(flow, slot, stored, committed, ids, &consumer).await
+    }
+
+    /// The source consumer the slots of `flow` an instance owns share ([`Self::start_sharing`]):
+    /// manual assignment, `read_committed`, its prefetch the share of one slot (so the slots
+    /// together hold what one consumer would). Errors: a backend error when it cannot be created.
+    pub fn shared_consumer(flow: &Flow) -> ConnectResult<Arc<SharedConsumer>> {
+        // The prefetch is split between the flow's slots (see `Flow::slot_share`); librdkafka
+        // measures it against the queue a partition's records go to, which is the slot's.
         let prefetch = (flow.slot_share(8192, 1024).to_string(), flow.slot_share(20_000, 1_000).to_string());
         let mut settings = CONSUMER_SETTINGS.to_vec();
         settings.extend([
             ("queued.max.messages.kbytes", prefetch.0.as_str()),
             ("queued.min.messages", prefetch.1.as_str()),
         ]);
-        let reader = flow
-            .source
+        flow.source
             .client_config(&settings)
             .set("group.id", format!("strait-{}", flow.name))
             .create_with_context(ClientLog)
-            .and_then(SourceReader::new)
+            .and_then(SharedConsumer::new)
+            .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))
+    }
+
+    /// [`Self::start`], reading through `consumer` ([`Self::shared_consumer`]) beside the other
+    /// slots this instance owns: the records of this slot's partitions come to a queue of its own.
+    /// Errors: as [`Self::start`].
+    pub async fn start_sharing(
+        flow: Arc<Flow>,
+        slot: u32,
+        stored: Stored,
+        committed: Committed,
+        ids: TopicIds,
+        consumer: &Arc<SharedConsumer>,
+    ) -> ConnectResult<Self> {
+        let reader = SourceReader::lane(consumer)
             .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
         // The flow's cap, split between its slots as its batches are.
         let throttle = flow.reading.max_bytes_per_second.map(|cap| {
@@ -153,6 +182,7 @@ impl KafkaSource {
             next_refresh: Instant::now(),
             listing: None,
             throttle,
+            next_reroute: Instant::now() + REROUTE_INTERVAL,
         };
         let topics = source.refresh().await?;
         tracing::info!(
@@ -300,6 +330,10 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         timeout: Duration,
     ) -> ConnectResult<Vec<ConnectRecord<(), ReplicatedRecord>>> {
         self.refresh_in_background().await;
+        if Instant::now() >= self.next_reroute {
+            self.reader.reroute();
+            self.next_reroute = Instant::now() + REROUTE_INTERVAL;
+        }
         if self.recreations.any_draining() {
             self.finish_recreations();
         }
@@ -387,13 +421,17 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
             let mut all = tpl.clone();
             all.set_all_offsets(Offset::Invalid)?;
             reader.consumer().incremental_unassign(&all)?;
-            reader.consumer().incremental_assign(&tpl)
+            reader.route(&tpl)?;
+            reader.consumer().incremental_assign(&tpl)?;
+            reader.route(&tpl)
         })
         .await
         .map_err(|e| ConnectError::backend(format!("rewind the source of flow {}", self.flow.name), e))
     }
 
+    /// Unassigns this slot's partitions (the consumer may be shared with other slots).
     async fn close(&mut self) -> ConnectResult<()> {
-        self.reader.consumer().unassign().map_err(|e| ConnectError::backend("unassign source partitions", e))
+        let reader = self.reader.clone();
+        blocking(move || reader.release()).await.map_err(|e| ConnectError::backend("unassign source partitions", e))
     }
 }

@@ -3,11 +3,17 @@
 //! over, and a second instance of a flow without scale-out is refused. Records carry
 //! per-partition sequence numbers, so a duplicate or a gap is seen.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strait::config::Config;
+use strait::positions::TopicIds;
+use strait::sink::{SinkParams, TargetSink};
 use strait::slots::slot_of;
+use strait::source::KafkaSource;
+use strait::watch::Committed;
+use strait_connect::Source;
 
 use crate::support::*;
 
@@ -116,6 +122,112 @@ async fn exactly_once_instances_share_a_flow_through_a_kill_and_a_new_member() {
     for (p, seen) in &report {
         assert_eq!(*seen, Seen::default(), "partition {p} (read_committed)");
     }
+}
+
+/// Issue 26: an instance owning 4 slots ran 4 record producers, one per slot (×2.7 the CPU per GB
+/// of the flow without scale-out at 12 slots). Now its slots share one: the target's broker
+/// (DescribeProducers, through Kafka's Admin) knows one producer for all 8 partitions, which span
+/// the 4 slots; each slot's state producer still fences it, and the records arrive once each.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_instance_owning_several_slots_writes_their_records_through_one_producer() {
+    const PARTITIONS: i32 = 8;
+    const PER_PARTITION: usize = 500;
+    let f = TopicFlow::new("oneproducer", PARTITIONS).await;
+    let extra = "commit_interval_ms = 300\n[flows.scale_out]\nenabled = true\nslots = 4";
+    let (config, flow, producer) =
+        sequenced_flow(&f, extra, (PARTITIONS, PER_PARTITION), (5, Duration::from_millis(200)));
+    let slots: BTreeSet<u32> = (0..PARTITIONS).map(|p| slot_of(&f.topic, p, 4)).collect();
+    assert_eq!(slots.len(), 4, "the partitions span every slot");
+    let instance = Strait::start(&format!("{}-1", f.p), &config);
+    wait_until("the instance owns all 4 slots", Duration::from_secs(60), || {
+        owned(&instance).is_some_and(|s| s.len() == 4)
+    })
+    .await;
+    producer.await.unwrap();
+    wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
+    let listed = strait_testkit::jvm::mm2_check(&["producers", &f.b, &f.remote]).expect("DescribeProducers");
+    let mut partitions = BTreeSet::new();
+    let mut ids = BTreeSet::new();
+    for line in listed.lines().filter_map(|l| l.strip_prefix("producer ")) {
+        let (partition, id) = line.split_once(' ').expect("producer <partition> <id>");
+        partitions.insert(partition.parse::<i32>().unwrap());
+        ids.insert(id.parse::<i64>().unwrap());
+    }
+    assert_eq!(partitions.len(), PARTITIONS as usize, "every target partition has its writer: {listed}");
+    assert_eq!(ids.len(), 1, "one record producer for the instance's 4 slots, the broker says: {listed}");
+    let logs = instance.logs();
+    assert!(instance.stop().success(), "{logs}");
+    let report = sequence_report(&f.b, &f.remote, PARTITIONS, PER_PARTITION);
+    assert!(report.values().all(|s| *s == Seen::default()), "per partition: {report:?}");
+}
+
+/// Polls `source` until it returned `want` records (or `within` passed): how many it returned per
+/// partition.
+async fn read_per_partition(source: &mut KafkaSource, want: usize, within: Duration) -> BTreeMap<i32, usize> {
+    let (mut per_partition, mut got) = (BTreeMap::new(), 0);
+    let deadline = Instant::now() + within;
+    while got < want && Instant::now() < deadline {
+        for r in source.poll(1_000, 1 << 20, Duration::from_millis(200)).await.unwrap() {
+            *per_partition.entry(r.source_offset.partition).or_insert(0) += 1;
+            got += 1;
+        }
+    }
+    per_partition
+}
+
+/// Issue 26: the slots an instance owns read through one source consumer (before, one each),
+/// each slot its own partitions from a queue of its own. Two slots on one consumer each get
+/// exactly their partitions' records; once one closes (its slot revoked), the other still reads
+/// what arrives after (closing no longer unassigns the whole consumer).
+#[tokio::test(flavor = "multi_thread")]
+async fn slots_sharing_one_consumer_each_read_only_their_own_partitions() {
+    const PARTITIONS: i32 = 6;
+    let f = TopicFlow::new("oneconsumer", PARTITIONS).await;
+    let flow = Arc::new(Config::parse(&f.config("[flows.scale_out]\nenabled = true\nslots = 2")).unwrap().remove(0));
+    let round = |value: &str| {
+        (0..PARTITIONS).flat_map(|p| (0..10).map(move |_| p)).map(|p| Rec::simple(p, value)).collect::<Vec<_>>()
+    };
+    produce(&f.a, &f.topic, &round("first")).await;
+    // The state topics the sources' positions are read from.
+    drop(TargetSink::start(SinkParams { flow: flow.clone(), slot: 0 }).await.unwrap());
+    let consumer = KafkaSource::shared_consumer(&flow).unwrap();
+    let mut sources = Vec::new();
+    for slot in 0..2 {
+        let stored = strait::resume::load::stored(&flow, slot).await.unwrap();
+        let source = KafkaSource::start_sharing(
+            flow.clone(),
+            slot,
+            stored,
+            Committed::default(),
+            TopicIds::default(),
+            &consumer,
+        );
+        sources.push(source.await.unwrap());
+    }
+    let of_slot = |slot: u32| -> BTreeMap<i32, usize> {
+        (0..PARTITIONS).filter(|p| slot_of(&f.topic, *p, 2) == slot).map(|p| (p, 10)).collect()
+    };
+    assert!(!of_slot(0).is_empty() && !of_slot(1).is_empty(), "the partitions span both slots");
+    for (slot, source) in (0..2).zip(sources.iter_mut()) {
+        let want = of_slot(slot).len() * 10;
+        assert_eq!(
+            read_per_partition(source, want, Duration::from_secs(30)).await,
+            of_slot(slot),
+            "slot {slot} reads its partitions only"
+        );
+    }
+    let mut closed = sources.remove(0);
+    closed.close().await.unwrap();
+    drop(closed);
+    produce(&f.a, &f.topic, &round("second")).await;
+    let want = of_slot(1).len() * 10;
+    assert_eq!(
+        read_per_partition(&mut sources[0], want, Duration::from_secs(30)).await,
+        of_slot(1),
+        "slot 1 reads on after slot 0 closed"
+    );
+    // Nothing of slot 0's partitions comes late.
+    assert!(read_per_partition(&mut sources[0], 1, Duration::from_secs(3)).await.is_empty());
 }
 
 /// The issue's case: two `strait run` of one flow without scale-out doubled every record. Now the
