@@ -72,9 +72,10 @@ impl Cuts {
         self.reached.clear();
     }
 
-    /// Whether a batch ended is still waiting for acks.
-    pub fn waiting(&self) -> bool {
-        !self.waiting.is_empty()
+    /// Whether a batch ended is not yet saved: waiting for acks, or its positions not yet
+    /// taken (a state write was under way when it completed).
+    pub fn behind(&self) -> bool {
+        !self.waiting.is_empty() || !self.reached.is_empty()
     }
 
     /// The positions of the completed batches, oldest first, to save now.

@@ -267,7 +267,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     }
 
     fn behind(&self) -> bool {
-        matches!(self.mode, Mode::AtLeastOnce(_)) && self.writer.cuts.waiting()
+        matches!(self.mode, Mode::AtLeastOnce(_)) && self.writer.cuts.behind()
     }
 
     /// Exactly-once: aborts the open transaction (none open: nothing to do); acks of its records
@@ -287,7 +287,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         self.records.log_totals(&self.writer.flow);
         match &mut self.mode {
             Mode::AtLeastOnce(alo) => {
-                if self.writer.cuts.waiting() {
+                if self.writer.cuts.behind() {
                     alo.flush(&mut self.writer, &[]).await?;
                 }
                 alo.close().await

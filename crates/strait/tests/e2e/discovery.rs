@@ -48,6 +48,32 @@ async fn new_topics_and_partitions_are_picked_up() {
     assert_eq!(target[&2][0].1.value.as_deref(), Some(&b"p2"[..]), "same partition on the target");
 }
 
+/// Every selected source topic's target topic is made at start, all together, before any record
+/// of it arrives (across a long link, one topic after another at its first record cost seconds
+/// each); a topic with records is copied as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn target_topics_are_made_at_start_before_their_first_record() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("prep");
+    let (src, dst) = (format!("{p}s"), format!("{p}d"));
+    let empty: Vec<String> = (0..3).map(|i| format!("{p}-empty{i}")).collect();
+    for (i, topic) in empty.iter().enumerate() {
+        create_topic(&a, topic, i as i32 + 1, &[]).await;
+    }
+    let busy = format!("{p}-busy");
+    create_topic(&a, &busy, 2, &[]).await;
+    produce(&a, &busy, &(0..10).map(|i| Rec::simple(i % 2, "x")).collect::<Vec<_>>()).await;
+    let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{p}-.*\"]"), "");
+    let strait = Strait::start(&p, &config);
+    wait_until("the busy topic copied", Duration::from_secs(60), || count(&b, &format!("{src}.{busy}")) == Some(10)).await;
+    for (i, topic) in empty.iter().enumerate() {
+        let remote = format!("{src}.{topic}");
+        assert_eq!(partitions(&b, &remote), i + 1, "{remote} made with its source's partitions, though empty");
+        assert_eq!(count(&b, &remote), Some(0));
+    }
+    assert!(strait.stop().success());
+}
+
 /// Topic config sync (KIP-894): a later change of a source topic's configs reaches the target
 /// topic, minus MM2's exclude list and the flow's own, while a config set only on the target stays.
 #[tokio::test(flavor = "multi_thread")]
