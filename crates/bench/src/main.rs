@@ -13,8 +13,10 @@
 //! `--steady-only` only the steady state and prints its latencies; neither writes a report (they
 //! compare a change quickly). `--partitions N` sets the catch-up topics' partitions (each of 2
 //! topics; default 6), to compare a change on a wide layout. `--soak MINUTES` runs only the
-//! memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance catch-ups ([`scale_out`]).
+//! memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance catch-ups ([`scale_out`]);
+//! `--at-rest-wide` only the CPU at rest with 12 and 1,200 partitions ([`at_rest`]).
 
+mod at_rest;
 mod contenders;
 mod load;
 mod report;
@@ -262,6 +264,11 @@ fn main() {
     std::fs::create_dir_all(&out).expect("results dir");
     if let Some(minutes) = soak_minutes {
         println!("{}", soak::run(&bench.env, &bench.source, &bench.target, minutes, &out));
+        return;
+    }
+    if args.iter().any(|a| a == "--at-rest-wide") {
+        let against = flag(&args, "--against").map(PathBuf::from);
+        println!("{}", at_rest::run(&bench.env, &bench.source, &bench.target, against, repeat));
         return;
     }
     let records = if quick { 200_000 } else { 2_000_000 };
