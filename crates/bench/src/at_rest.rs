@@ -1,12 +1,14 @@
-//! `--at-rest-wide [--against DIR] [--repeat N]`: Strait's cost at rest, nothing to copy, on a
+//! `--at-rest-wide [--against DIR[,DIR…]] [--repeat N]`: Strait's cost at rest, nothing to copy, on a
 //! narrow and a wide layout: 4 topics × 3 partitions (12) and 400 × 3 (1,200), two records in
 //! every partition so the flow has replicated something and keeps positions. Each run starts a fresh
 //! flow (new aliases, new target topics), waits until it has copied those records, lets it settle
 //! for [`SETTLE`], then measures its CPU over [`MEASURE`] while `/metrics` is scraped every
-//! [`SCRAPE`] as Prometheus would; its resident set at the end. With `--against DIR` the `strait`
-//! binary in DIR (the code before a change) runs too, interleaved with this one, layout by layout.
-//! Medians of `--repeat` runs. Prints one line per binary, this one's last:
-//! `AT_REST partitions=12 cpu_pct=… ; partitions=1200 cpu_pct=… rss_mb=… metrics_lines=…`.
+//! [`SCRAPE`] as Prometheus would; its resident set at the end. With `--against DIR[,DIR…]` the
+//! `strait` binary in each DIR (the code before a change) runs too, interleaved with this one.
+//! Then `/metrics` is read [`SCRAPES`] times in a row to weigh one answer (CPU ms, the cost at rest
+//! meanwhile taken off). Medians of `--repeat` runs. Prints one line per binary, this one's last:
+//! `AT_REST partitions=12 cpu_pct=… ; partitions=1200 cpu_pct=… rss_mb=… metrics_lines=…
+//! scrape_cpu_ms=…` (the last three of the wide layout).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -44,7 +46,12 @@ struct Rest {
     cpu_pct: f64,
     rss_mb: f64,
     metrics_lines: usize,
+    /// CPU ms of one `/metrics` answer, from [`SCRAPES`] in a row after the measurement.
+    scrape_cpu_ms: f64,
 }
+
+/// `/metrics` read in a row to weigh one answer.
+const SCRAPES: u32 = 10;
 
 /// The name prefix of the source topics of the layout of `topics` topics.
 fn prefix(topics: usize) -> String {
@@ -133,14 +140,21 @@ fn measure(env: &Env, bin: &Path, tag: &str, (source, target): (&str, &str), top
     }
     let cpu_pct = (cpu_seconds(pid) - before) / start.elapsed().as_secs_f64() * 100.0;
     let rss_mb = memory_mb(pid, "VmRSS:");
+    let (before, start) = (cpu_seconds(pid), Instant::now());
+    for _ in 0..SCRAPES {
+        scrape(port);
+    }
+    // Less the process's cost at rest meanwhile.
+    let rest = cpu_pct / 100.0 * start.elapsed().as_secs_f64();
+    let scrape_cpu_ms = ((cpu_seconds(pid) - before - rest) * 1000.0 / f64::from(SCRAPES)).max(0.0);
     drop(running);
     load::delete_topics(target, &targets);
     eprintln!(
-        "at rest: {} {} partitions: {cpu_pct:.2} % of a core, {rss_mb:.0} MB RSS, /metrics {metrics_lines} lines",
+        "at rest: {} {} partitions: {cpu_pct:.2} % of a core, {rss_mb:.0} MB RSS, /metrics {metrics_lines} lines, {scrape_cpu_ms:.1} CPU ms each",
         bin.display(),
         topics.len() * PARTITIONS as usize
     );
-    Rest { cpu_pct, rss_mb, metrics_lines }
+    Rest { cpu_pct, rss_mb, metrics_lines, scrape_cpu_ms }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -148,11 +162,12 @@ fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// Runs the at-rest measurement of `env`'s binary (and of the one in `against`, interleaved),
+/// Runs the at-rest measurement of `env`'s binary (and of those in `against`, interleaved),
 /// `repeat` times each; returns the lines to print, `env`'s last.
-pub fn run(env: &Env, source: &str, target: &str, against: Option<PathBuf>, repeat: usize) -> String {
-    let mut bins: Vec<(&str, PathBuf)> = against.into_iter().map(|b| ("AT_REST_AGAINST", b)).collect();
-    bins.push(("AT_REST", env.bin.clone()));
+pub fn run(env: &Env, source: &str, target: &str, against: &[PathBuf], repeat: usize) -> String {
+    let mut bins: Vec<(String, PathBuf)> =
+        against.iter().map(|b| (format!("AT_REST_AGAINST {}", b.display()), b.clone())).collect();
+    bins.push(("AT_REST".into(), env.bin.clone()));
     let mut runs: BTreeMap<(usize, usize), Vec<Rest>> = BTreeMap::new();
     for n in LAYOUTS {
         let topics: Vec<String> = (0..n).map(|t| format!("{}{t:03}", prefix(n))).collect();
@@ -172,13 +187,14 @@ pub fn run(env: &Env, source: &str, target: &str, against: Option<PathBuf>, repe
         let cpu = |n| median(runs.get(&(b, n)).map_or(Vec::new(), |r| r.iter().map(|r| r.cpu_pct).collect()));
         let wide = runs.get(&(b, LAYOUTS[1])).map_or(&[][..], Vec::as_slice);
         out.push(format!(
-            "{label} partitions={} cpu_pct={:.2} ; partitions={} cpu_pct={:.2} rss_mb={:.0} metrics_lines={}",
+            "{label} partitions={} cpu_pct={:.2} ; partitions={} cpu_pct={:.2} rss_mb={:.0} metrics_lines={} scrape_cpu_ms={:.1}",
             LAYOUTS[0] * PARTITIONS as usize,
             cpu(LAYOUTS[0]),
             LAYOUTS[1] * PARTITIONS as usize,
             cpu(LAYOUTS[1]),
             median(wide.iter().map(|r| r.rss_mb).collect()),
             wide.iter().map(|r| r.metrics_lines).max().unwrap_or(0),
+            median(wide.iter().map(|r| r.scrape_cpu_ms).collect()),
         ));
     }
     out.join("\n")

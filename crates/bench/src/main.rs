@@ -267,8 +267,9 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--at-rest-wide") {
-        let against = flag(&args, "--against").map(PathBuf::from);
-        println!("{}", at_rest::run(&bench.env, &bench.source, &bench.target, against, repeat));
+        let against: Vec<PathBuf> =
+            flag(&args, "--against").map_or(Vec::new(), |v| v.split(',').map(PathBuf::from).collect());
+        println!("{}", at_rest::run(&bench.env, &bench.source, &bench.target, &against, repeat));
         return;
     }
     let records = if quick { 200_000 } else { 2_000_000 };

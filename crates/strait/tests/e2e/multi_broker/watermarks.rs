@@ -98,6 +98,9 @@ async fn watermarks_of_every_partition_in_one_request_per_broker_equal_fetch_wat
         expected.push(one);
     }
     let one_by_one = list_offsets_sent(&consumer) - before - by_helper;
+    eprintln!(
+        "ListOffsets requests for {PARTITIONS} partitions on 3 brokers: {by_helper} at once, {one_by_one} one by one"
+    );
     // The cases that make the two readings differ if the helper read something else.
     assert_eq!(expected[0], (0, 0));
     assert_eq!(expected[3], (1, 6));
