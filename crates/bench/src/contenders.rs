@@ -138,6 +138,21 @@ pub fn launch_scaled_strait(
     (Running { child }, dir.join("out.log"))
 }
 
+/// `strait run` (at-least-once) of `topics` from `source` to `target`, run `tag`, with `extra`
+/// TOML lines after its flow (other tables, such as `[metrics]`, may follow there).
+pub fn launch_strait(env: &Env, tag: &str, (source, target): (&str, &str), topics: &[String], extra: &str) -> Running {
+    let dir = env.work.join(format!("strait-{tag}"));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("run dir");
+    let (out, err) = log_file(&dir);
+    let child = strait_command(env, &dir, tag, (source, target), topics, extra, "warn")
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("start strait");
+    Running { child }
+}
+
 /// Starts `contender` replicating `topics` from `source` to `target`, run `tag`.
 pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: &str, topics: &[String]) -> Running {
     let dir = env.work.join(format!("{}-{tag}", contender.name()));

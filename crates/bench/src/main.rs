@@ -15,8 +15,10 @@
 //! topics; default 6), to compare a change on a wide layout. `--soak MINUTES` runs only the
 //! memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance catch-ups ([`scale_out`]);
 //! `--scale-out-vs-flow` one instance owning every slot against the flow without scale-out;
-//! `--wan` only the catch-ups across an emulated long link ([`wan`]).
+//! `--wan` only the catch-ups across an emulated long link ([`wan`]);
+//! `--at-rest-wide` only the CPU at rest with 12 and 1,200 partitions ([`at_rest`]).
 
+mod at_rest;
 mod contenders;
 mod link;
 mod load;
@@ -286,6 +288,12 @@ fn main() {
     };
     if let Some(minutes) = soak_minutes {
         println!("{}", soak::run(&bench.env, &bench.source, &bench.target, minutes, &out));
+        return;
+    }
+    if args.iter().any(|a| a == "--at-rest-wide") {
+        let against: Vec<PathBuf> =
+            flag(&args, "--against").map_or(Vec::new(), |v| v.split(',').map(PathBuf::from).collect());
+        println!("{}", at_rest::run(&bench.env, &bench.source, &bench.target, &against, repeat));
         return;
     }
     let records = if quick { 200_000 } else { 2_000_000 };

@@ -1,15 +1,18 @@
 //! Shared Kafka client plumbing: blocking calls off the async workers, small control-record
-//! produces, cluster ids; reading state topics to their end ([`StateReader`], `read_committed`)
-//! and classifying start-up failures ([`classify_start`]) are its submodules.
+//! produces, cluster ids; reading state topics to their end ([`StateReader`], `read_committed`),
+//! classifying start-up failures ([`classify_start`]), and the watermarks of many partitions in one
+//! request per broker ([`watermarks`]) are its submodules.
 
 mod start_failure;
 mod state_reader;
+mod watermarks;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use self::start_failure::{classify_start, connect_error, is_denied, StartFailure};
 pub use self::state_reader::{read_to_end, KeyedRecord, RawRecord, StateReader};
+pub use self::watermarks::{watermarks, Watermarks};
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};

@@ -79,19 +79,17 @@ pub async fn load(flow: &Flow) -> Result<Positions, KafkaError> {
     let (topic, alias) = (flow.mm2_offsets_topic().clone(), flow.source.alias.clone());
     blocking(move || {
         let mut out = Positions::new();
-        for partition in 0..reader.partition_count(&topic)? {
-            for (_, key, value) in reader.read_partition(&topic, partition)? {
-                let Some(source) = partition_of(&key, &alias) else { continue };
-                match value.as_deref().and_then(next_offset) {
-                    Some(next) => {
-                        out.insert(
-                            source,
-                            Saved { next_offset: next, last_timestamp: None, last_downstream: None, topic_id: None },
-                        );
-                    }
-                    None => {
-                        out.remove(&source);
-                    }
+        for (_, key, value) in reader.read_partitions(&topic)? {
+            let Some(source) = partition_of(&key, &alias) else { continue };
+            match value.as_deref().and_then(next_offset) {
+                Some(next) => {
+                    out.insert(
+                        source,
+                        Saved { next_offset: next, last_timestamp: None, last_downstream: None, topic_id: None },
+                    );
+                }
+                None => {
+                    out.remove(&source);
                 }
             }
         }

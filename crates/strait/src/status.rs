@@ -13,7 +13,7 @@ use strait_mm2::Checkpoint;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, read_to_end, topic_partition_counts, METADATA_TIMEOUT};
+use crate::kafka::{blocking, read_to_end, topic_partition_counts, watermarks, METADATA_TIMEOUT};
 use crate::positions;
 
 /// One source partition of a flow.
@@ -107,32 +107,37 @@ pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError>
     Ok(())
 }
 
-/// Every source partition `flow` copies, with the source's offsets and the lag. Errors: the
-/// source does not answer.
+/// Every source partition `flow` copies, with the source's offsets (one request per broker) and
+/// the lag. Errors: the source does not answer.
 async fn source_rows(flow: &Flow, saved: &positions::Positions) -> Result<Vec<PartitionStatus>, KafkaError> {
     let consumer: LoggedConsumer = flow.source.client_config(&[]).create_with_context(ClientLog)?;
     let (name, reached, saved) = (flow.name.clone(), flow.clone(), saved.clone());
     blocking(move || {
-        let mut rows = Vec::new();
-        for (topic, partitions) in topic_partition_counts(consumer.client(), METADATA_TIMEOUT)? {
-            if !reached.reaches_target(&topic) {
-                continue;
-            }
-            for partition in (0..partitions).filter_map(|p| i32::try_from(p).ok()) {
-                let (log_start, end) = consumer.fetch_watermarks(&topic, partition, METADATA_TIMEOUT)?;
+        let copied: Vec<(String, i32)> = topic_partition_counts(consumer.client(), METADATA_TIMEOUT)?
+            .into_iter()
+            .filter(|(topic, _)| reached.reaches_target(topic))
+            .flat_map(|(topic, partitions)| {
+                (0..partitions).filter_map(move |p| Some((topic.clone(), i32::try_from(p).ok()?)))
+            })
+            .collect();
+        let marks = watermarks(&consumer, copied.iter().map(|(t, p)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
+        let mut rows = copied
+            .into_iter()
+            .map(|(topic, partition)| {
+                let (log_start, end) = marks.get(&topic, partition)?;
                 let position = saved.get(&(topic.clone(), partition)).map(|s| s.next_offset);
                 let lag = (end - position.unwrap_or(log_start).max(log_start)).max(0);
-                rows.push(PartitionStatus {
+                Ok(PartitionStatus {
                     flow: name.clone(),
-                    topic: topic.clone(),
+                    topic,
                     partition,
                     log_start: Some(log_start),
                     end: Some(end),
                     position,
                     lag: Some(lag),
-                });
-            }
-        }
+                })
+            })
+            .collect::<Result<Vec<_>, KafkaError>>()?;
         rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         Ok::<_, KafkaError>(rows)
     })

@@ -1,5 +1,5 @@
 //! What an operator watches of a running flow, read every few seconds: the replication lag
-//! (source high watermarks asked of the source cluster against the positions the flow committed,
+//! (source high watermarks asked of the source cluster, one request per broker, against the positions the flow committed,
 //! so it keeps growing while the target is down and nothing commits), a "catching up" line every
 //! `progress_log_interval_ms` while behind, and whether the target answers (for `/ready`).
 
@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
 use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, METADATA_TIMEOUT};
+use crate::kafka::{blocking, watermarks, METADATA_TIMEOUT};
 use crate::metrics::metrics;
 
 /// Longest time between two readings.
@@ -73,14 +74,15 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
         let positions = committed.snapshot();
         let reader = consumer.clone();
         let read = blocking(move || {
+            let marks = watermarks(&reader, positions.iter().map(|((t, p), _)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
             positions
                 .into_iter()
                 .map(|((t, p), next)| {
-                    let (low, high) = reader.fetch_watermarks(&t, p, METADATA_TIMEOUT)?;
+                    let (low, high) = marks.get(&t, p)?;
                     let next = next.unwrap_or(low).max(low);
                     Ok(((t, p), (high - next).max(0), next))
                 })
-                .collect::<Result<Vec<_>, rdkafka::error::KafkaError>>()
+                .collect::<Result<Vec<_>, KafkaError>>()
         })
         .await;
         let readings = match read {

@@ -78,14 +78,6 @@ impl Admin {
             .map(|topics| topics.into_iter().map(|(t, _)| t).collect())
     }
 
-    /// The high watermark (next offset to be written) of `topic` partition `partition`.
-    pub async fn high_watermark(&self, topic: &str, partition: i32) -> Result<i64, KafkaError> {
-        let client = self.client.clone();
-        let topic = topic.to_string();
-        blocking(move || client.inner().fetch_watermarks(&topic, partition, METADATA_TIMEOUT).map(|(_, high)| high))
-            .await
-    }
-
     /// Creates `topic` unless it exists. `configs` are topic-level settings; `rf` -1 means the
     /// broker default. Already existing is success. Errors: the broker's refusal (as
     /// [`KafkaError::AdminOp`], logged with the replication factor and configs asked for), or

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, METADATA_TIMEOUT};
+use crate::kafka::{blocking, watermarks, METADATA_TIMEOUT};
 use crate::positions::{self, Positions};
 
 /// Longest gap read to count its committed records; a larger gap counts as that many records.
@@ -76,9 +76,10 @@ fn check(
     partitions: &BTreeSet<(String, i32)>,
     saved: &Positions,
 ) -> Result<BTreeMap<(String, i32), Lag>, KafkaError> {
+    let marks = watermarks(reader, partitions.iter().map(|(t, p)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
     let mut out = BTreeMap::new();
     for (topic, partition) in partitions {
-        let (log_start, end) = reader.fetch_watermarks(topic, *partition, METADATA_TIMEOUT)?;
+        let (log_start, end) = marks.get(topic, *partition)?;
         let position = saved.get(&(topic.clone(), *partition));
         let from = position.map_or(log_start, |s| s.next_offset).max(log_start);
         let gap = (end - from).max(0);

@@ -6,7 +6,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::{blocking, METADATA_TIMEOUT};
+use super::{blocking, watermarks, METADATA_TIMEOUT};
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::ClusterConfig;
 
@@ -81,10 +81,18 @@ impl StateReader {
             .map_or(0, |t| t.partitions().len() as i32))
     }
 
-    /// Every keyed record of `topic` partition `partition`, tombstones (`None` values) included,
-    /// from its beginning to the high watermark seen now. Blocking.
-    pub fn read_partition(&self, topic: &str, partition: i32) -> Result<Vec<KeyedRecord>, KafkaError> {
-        Ok(self.read(topic, partition, None)?.0.into_iter().map(|(r, _)| r).collect())
+    /// Every keyed record of every partition of `topic`, tombstones (`None` values) included,
+    /// partition by partition from 0, each from its beginning to the high watermark seen now (all
+    /// asked at once, one request per broker). A missing topic gives nothing. Blocking.
+    pub fn read_partitions(&self, topic: &str) -> Result<Vec<KeyedRecord>, KafkaError> {
+        let partitions = self.partition_count(topic)?;
+        let marks = watermarks(&self.watermarks, (0..partitions).map(|p| (topic, p)), METADATA_TIMEOUT)?;
+        let mut out = Vec::new();
+        for partition in 0..partitions {
+            let read = self.read_within(topic, partition, None, marks.get(topic, partition)?)?;
+            out.extend(read.0.into_iter().map(|(r, _)| r));
+        }
+        Ok(out)
     }
 
     /// Like [`StateReader::read_new_records`] from the beginning of partition 0, each record with
@@ -98,8 +106,20 @@ impl StateReader {
     }
 
     fn read(&self, topic: &str, partition: i32, next: Option<i64>) -> Result<Read, KafkaError> {
+        let marks = self.watermarks.fetch_watermarks(topic, partition, METADATA_TIMEOUT)?;
+        self.read_within(topic, partition, next, marks)
+    }
+
+    /// Reads `topic`/`partition` from `next` (`None`: its beginning) to `high`, `low` being its
+    /// log start.
+    fn read_within(
+        &self,
+        topic: &str,
+        partition: i32,
+        next: Option<i64>,
+        (low, high): (i64, i64),
+    ) -> Result<Read, KafkaError> {
         let consumer = &self.consumer;
-        let (low, high) = self.watermarks.fetch_watermarks(topic, partition, METADATA_TIMEOUT)?;
         let mut position = match next {
             Some(n) => n,
             None => {

@@ -3,11 +3,14 @@
 
 use std::collections::HashMap;
 
+use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError;
 use strait_connect::{ConnectError, ConnectResult};
 
 use super::{Partition, Stored};
-use crate::admin::Admin;
+use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
+use crate::kafka::{blocking, topic_partition_counts, watermarks, METADATA_TIMEOUT};
 use crate::mm2_offsets;
 use crate::positions::{self, Positions, POSITIONS_TOPIC};
 use crate::slots::slot_of;
@@ -32,31 +35,40 @@ pub async fn stored(flow: &Flow, slot: u32) -> ConnectResult<Stored> {
 /// last record written to the target (`last_downstream`), the end offset now of the target partition it was written to (0 when the
 /// target topic or partition is missing). A position is then lost on the target when the end is
 /// not after that record ([`super::decide`]). Positions without a written record (all dropped by
-/// residency or the loop guard) are not checked. Errors: the target does not answer.
+/// residency or the loop guard) are not checked. One metadata request and one ListOffsets request
+/// per target broker. Errors: the target does not answer.
 pub async fn target_ends(flow: &Flow, slot: u32, saved: &Positions) -> ConnectResult<HashMap<Partition, i64>> {
-    let target = Admin::new(&flow.target).map_err(|e| ConnectError::backend("target admin client", e))?;
     let fail = |e| ConnectError::backend(format!("check the target topics of flow {}", flow.name), e);
     let ours = |tp: &Partition| slot_of(&tp.0, tp.1, flow.slots()) == slot;
-    let mut written: Vec<&Partition> =
-        saved.iter().filter(|(tp, s)| s.last_downstream.is_some() && ours(tp)).map(|(tp, _)| tp).collect();
-    written.sort();
-    let mut ends = HashMap::new();
-    // One describe per topic: the positions are sorted by topic.
-    let mut described: Option<(&String, String, usize)> = None;
-    for tp in written {
-        let (topic, partition) = (&tp.0, tp.1);
-        if described.as_ref().is_none_or(|(t, _, _)| *t != topic) {
-            let remote = flow.policy.remote_topic(&flow.source.alias, topic);
-            let partitions = target.describe(&remote).await.map_err(fail)?.map_or(0, |t| t.partitions);
-            described = Some((topic, remote, partitions));
-        }
-        let Some((_, remote, partitions)) = &described else { continue };
-        let end = if usize::try_from(partition).is_ok_and(|p| p < *partitions) {
-            target.high_watermark(remote, partition).await.map_err(fail)?
-        } else {
-            0
-        };
-        ends.insert(tp.clone(), end);
+    let written: Vec<(Partition, String)> = saved
+        .iter()
+        .filter(|(tp, s)| s.last_downstream.is_some() && ours(tp))
+        .map(|(tp, _)| (tp.clone(), flow.policy.remote_topic(&flow.source.alias, &tp.0)))
+        .collect();
+    if written.is_empty() {
+        return Ok(HashMap::new());
     }
-    Ok(ends)
+    let target: LoggedConsumer = flow
+        .target
+        .client_config(&[])
+        .create_with_context(ClientLog)
+        .map_err(|e| ConnectError::backend("target client", e))?;
+    blocking(move || {
+        let counts: HashMap<String, usize> =
+            topic_partition_counts(target.client(), METADATA_TIMEOUT)?.into_iter().collect();
+        let exists = |remote: &str, partition: i32| {
+            counts.get(remote).is_some_and(|n| usize::try_from(partition).is_ok_and(|p| p < *n))
+        };
+        let present = written.iter().filter(|((_, p), remote)| exists(remote, *p)).map(|((_, p), r)| (r.as_str(), *p));
+        let marks = watermarks(&target, present, METADATA_TIMEOUT)?;
+        written
+            .iter()
+            .map(|((topic, partition), remote)| {
+                let end = if exists(remote, *partition) { marks.get(remote, *partition)?.1 } else { 0 };
+                Ok(((topic.clone(), *partition), end))
+            })
+            .collect::<Result<HashMap<_, _>, KafkaError>>()
+    })
+    .await
+    .map_err(fail)
 }

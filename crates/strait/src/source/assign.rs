@@ -12,7 +12,7 @@ use strait_connect::{ConnectError, ConnectResult};
 use super::{report, KafkaSource, Listed, CONSUMER_SETTINGS};
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Skip;
-use crate::kafka::{blocking, METADATA_TIMEOUT};
+use crate::kafka::{blocking, watermarks, METADATA_TIMEOUT};
 use crate::resume::{self, Partition, Read, Rules, Start, TimestampCheck};
 use crate::slots::slot_of;
 
@@ -163,14 +163,15 @@ impl KafkaSource {
         .await
     }
 
-    /// The log-start and end offsets of each of `partitions` (one watermark query each, off the
+    /// The log-start and end offsets of each of `partitions` (one request per broker, off the
     /// async workers). Errors: a backend error when the source does not answer.
     async fn watermarks(&self, partitions: Vec<Partition>) -> ConnectResult<HashMap<Partition, (i64, i64)>> {
         let consumer = self.reader.consumer().clone();
         blocking(move || {
+            let marks = watermarks(&consumer, partitions.iter().map(|(t, p)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
             partitions
                 .into_iter()
-                .map(|(t, p)| consumer.fetch_watermarks(&t, p, METADATA_TIMEOUT).map(|w| ((t, p), w)))
+                .map(|(t, p)| marks.get(&t, p).map(|w| ((t, p), w)))
                 .collect::<Result<HashMap<_, _>, _>>()
         })
         .await

@@ -22,6 +22,8 @@ use strait_testkit::multi::{self, Control};
 
 use crate::support::*;
 
+mod watermarks;
+
 const PARTITIONS: i32 = 3;
 const PER_PARTITION: usize = 100_000;
 const BOUNCES: usize = 5;

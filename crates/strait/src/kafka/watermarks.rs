@@ -1,0 +1,82 @@
+//! The log-start and end offsets of many partitions at once: one ListOffsets request per leader
+//! broker for the ends (timestamp -1, "latest") and one for the starts (-2, "earliest"), where
+//! `fetch_watermarks` sends two requests per partition. librdkafka's `offsets_for_times` groups
+//! the partitions by leader; ListOffsets answers -1 and -2 with the same offsets the watermark
+//! query gives (the end is the last stable offset when the client reads `read_committed`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// (log-start offset, end offset) of partitions of a cluster: the offsets of the first record kept
+/// and of the next one to be written.
+#[derive(Debug, Default)]
+pub struct Watermarks(HashMap<String, HashMap<i32, (i64, i64)>>);
+
+impl Watermarks {
+    /// The (log-start, end) offsets of `topic` partition `partition`. Errors:
+    /// [`RDKafkaErrorCode::UnknownPartition`] (as [`KafkaError::OffsetFetch`]) for one not asked.
+    pub fn get(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
+        self.0
+            .get(topic)
+            .and_then(|t| t.get(&partition))
+            .copied()
+            .ok_or(KafkaError::OffsetFetch(RDKafkaErrorCode::UnknownPartition))
+    }
+}
+
+/// The [`Watermarks`] of every one of `partitions` (duplicates asked once) through `consumer`,
+/// waiting up to `timeout` in all. Blocking: call from a blocking thread. No partitions ask
+/// nothing. Errors: the cluster does not answer in time; a partition's own error from its leader;
+/// [`RDKafkaErrorCode::UnknownPartition`] (as [`KafkaError::OffsetFetch`]) for a partition of a
+/// topic the cluster does not have.
+pub fn watermarks<'a, C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    partitions: impl IntoIterator<Item = (&'a str, i32)>,
+    timeout: Duration,
+) -> Result<Watermarks, KafkaError> {
+    let wanted: BTreeSet<(&str, i32)> = partitions.into_iter().collect();
+    let mut marks = Watermarks::default();
+    if wanted.is_empty() {
+        return Ok(marks);
+    }
+    let deadline = Instant::now() + timeout;
+    // One partition cannot be asked twice in one request: ends and starts are two requests.
+    let ends = offsets(consumer, &wanted, Offset::End, timeout)?;
+    let starts = offsets(consumer, &wanted, Offset::Beginning, deadline.saturating_duration_since(Instant::now()))?;
+    for ((topic, partition), end) in ends {
+        if let Some(start) = starts.get(&(topic.clone(), partition)) {
+            marks.0.entry(topic).or_default().insert(partition, (*start, end));
+        }
+    }
+    Ok(marks)
+}
+
+/// The offset ListOffsets gives for `at` (`End`: -1, `Beginning`: -2) of each of `partitions`.
+fn offsets<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    partitions: &BTreeSet<(&str, i32)>,
+    at: Offset,
+    timeout: Duration,
+) -> Result<HashMap<(String, i32), i64>, KafkaError> {
+    let mut asked = TopicPartitionList::with_capacity(partitions.len());
+    for (topic, partition) in partitions {
+        asked.add_partition_offset(topic, *partition, at)?;
+    }
+    let answered = consumer.offsets_for_times(asked, timeout)?;
+    answered
+        .elements()
+        .into_iter()
+        .map(|e| {
+            e.error()?;
+            match e.offset() {
+                Offset::Offset(o) => Ok(((e.topic().to_string(), e.partition()), o)),
+                // Left as asked: librdkafka found no leader, the topic or partition is unknown.
+                _ => Err(KafkaError::OffsetFetch(RDKafkaErrorCode::UnknownPartition)),
+            }
+        })
+        .collect()
+}
