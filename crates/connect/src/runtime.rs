@@ -228,8 +228,8 @@ where
                 )
                 .await?;
             let starts = self.source.positions_without_records();
-            if records.is_empty() && starts.is_empty() && batch.started.is_none() && self.sink.behind() {
-                // Nothing to read: what was ended behind is made durable now, not at the next record.
+            if records.is_empty() && starts.is_empty() && self.sink.behind() {
+                // Nothing to read: what the sink holds back is written now, not at the next record.
                 self.sink.flush().await?;
             }
             if (!records.is_empty() || !starts.is_empty()) && batch.started.is_none() {
@@ -265,7 +265,7 @@ where
         }
     }
 
-    /// [`Self::commit`], then a flush when the sink committed behind: before a pause or a stop,
+    /// [`Self::commit`], then a flush when the sink is behind: before a pause or a stop,
     /// every record and position is durable.
     async fn commit_durably(&mut self, batch: &mut Batch, backoff: &mut Duration) -> ConnectResult<()> {
         self.commit(batch, backoff).await?;

@@ -109,8 +109,10 @@ pub trait Sink<K, V>: Send {
         self.commit().await
     }
 
-    /// Whether a batch ended by [`Sink::commit_behind`] is not yet durable. The runtime then
-    /// flushes before it pauses, stops, or waits for records with none to put. Default: false.
+    /// Whether the sink holds back work a [`Sink::flush`] would finish: a batch ended by
+    /// [`Sink::commit_behind`] not yet durable, or records put but not yet sent. The runtime
+    /// then flushes before it pauses or stops, and when a poll finds nothing to put. Default:
+    /// false.
     fn behind(&self) -> bool {
         false
     }

@@ -138,6 +138,11 @@ impl AtLeastOnce {
         self.held.push_back(record);
     }
 
+    /// Whether records are held ([`Self::hold`]).
+    pub fn holds_records(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// Notes that `topic`/`partition`'s first record is the next one `w` sends.
     pub fn sending_first(&mut self, w: &Writer, topic: &Arc<str>, partition: i32) {
         let seq = w.service.sent();

@@ -267,7 +267,10 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     }
 
     fn behind(&self) -> bool {
-        matches!(self.mode, Mode::AtLeastOnce(_)) && self.writer.cuts.behind()
+        match &self.mode {
+            Mode::AtLeastOnce(alo) => alo.holds_records() || self.writer.cuts.behind(),
+            Mode::ExactlyOnce(_) => false,
+        }
     }
 
     /// Exactly-once: aborts the open transaction (none open: nothing to do); acks of its records

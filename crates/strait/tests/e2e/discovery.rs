@@ -65,7 +65,8 @@ async fn target_topics_are_made_at_start_before_their_first_record() {
     produce(&a, &busy, &(0..10).map(|i| Rec::simple(i % 2, "x")).collect::<Vec<_>>()).await;
     let config = two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{p}-.*\"]"), "");
     let strait = Strait::start(&p, &config);
-    wait_until("the busy topic copied", Duration::from_secs(60), || count(&b, &format!("{src}.{busy}")) == Some(10)).await;
+    wait_until("the busy topic copied", Duration::from_secs(60), || count(&b, &format!("{src}.{busy}")) == Some(10))
+        .await;
     for (i, topic) in empty.iter().enumerate() {
         let remote = format!("{src}.{topic}");
         assert_eq!(partitions(&b, &remote), i + 1, "{remote} made with its source's partitions, though empty");

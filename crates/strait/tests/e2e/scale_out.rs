@@ -161,15 +161,22 @@ async fn an_instance_owning_several_slots_writes_their_records_through_one_produ
     assert!(report.values().all(|s| *s == Seen::default()), "per partition: {report:?}");
 }
 
-/// Polls `source` until it returned `want` records (or `within` passed): how many it returned per
-/// partition.
-async fn read_per_partition(source: &mut KafkaSource, want: usize, within: Duration) -> BTreeMap<i32, usize> {
+/// Polls `source` until it returned `want` records of `topic` (or `within` passed): how many it
+/// returned per partition. (The source also reads `heartbeats`, which other tests' flows write.)
+async fn read_per_partition(
+    source: &mut KafkaSource,
+    topic: &str,
+    want: usize,
+    within: Duration,
+) -> BTreeMap<i32, usize> {
     let (mut per_partition, mut got) = (BTreeMap::new(), 0);
     let deadline = Instant::now() + within;
     while got < want && Instant::now() < deadline {
         for r in source.poll(1_000, 1 << 20, Duration::from_millis(200)).await.unwrap() {
-            *per_partition.entry(r.source_offset.partition).or_insert(0) += 1;
-            got += 1;
+            if &*r.source_offset.topic == topic {
+                *per_partition.entry(r.source_offset.partition).or_insert(0) += 1;
+                got += 1;
+            }
         }
     }
     per_partition
@@ -211,7 +218,7 @@ async fn slots_sharing_one_consumer_each_read_only_their_own_partitions() {
     for (slot, source) in (0..2).zip(sources.iter_mut()) {
         let want = of_slot(slot).len() * 10;
         assert_eq!(
-            read_per_partition(source, want, Duration::from_secs(30)).await,
+            read_per_partition(source, &f.topic, want, Duration::from_secs(30)).await,
             of_slot(slot),
             "slot {slot} reads its partitions only"
         );
@@ -222,12 +229,12 @@ async fn slots_sharing_one_consumer_each_read_only_their_own_partitions() {
     produce(&f.a, &f.topic, &round("second")).await;
     let want = of_slot(1).len() * 10;
     assert_eq!(
-        read_per_partition(&mut sources[0], want, Duration::from_secs(30)).await,
+        read_per_partition(&mut sources[0], &f.topic, want, Duration::from_secs(30)).await,
         of_slot(1),
         "slot 1 reads on after slot 0 closed"
     );
     // Nothing of slot 0's partitions comes late.
-    assert!(read_per_partition(&mut sources[0], 1, Duration::from_secs(3)).await.is_empty());
+    assert!(read_per_partition(&mut sources[0], &f.topic, 1, Duration::from_secs(3)).await.is_empty());
 }
 
 /// The case: two `strait run` of one flow without scale-out doubled every record. Now the
