@@ -250,7 +250,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
 
     /// At-least-once: ends the batch without waiting for its acks; its offset syncs and the
     /// staged positions are saved once every record of it is acknowledged, in the background
-    /// ([`cuts`]), while the next batch's records flow. [`Sink::flush`] makes everything durable.
+    /// (`sink/cuts.rs`), while the next batch's records flow. [`Sink::flush`] makes everything durable.
     /// Exactly-once: [`Sink::commit`].
     async fn commit_behind(&mut self) -> ConnectResult<()> {
         self.records.release_all(&mut self.writer, &mut self.mode).await?;

@@ -202,7 +202,7 @@ impl<M: Clone> ProduceService<M> {
     }
 
     /// A service sending through `producer` beside the others that joined it, each with its own
-    /// records in flight and acks. Errors: the producer has [`LANES`] services already.
+    /// records in flight and acks. Errors: the producer has `LANES` (65,536) services already.
     pub fn join(producer: &Arc<DataProducer>) -> Result<Self, KafkaError> {
         let acks = Arc::new(Acks::default());
         let lane = producer

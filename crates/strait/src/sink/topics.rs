@@ -107,7 +107,7 @@ impl TopicRouter {
     /// written) ready together, their requests concurrent: at start, one round of round trips for
     /// every topic instead of one topic's after another as their first records arrive, which
     /// across a long link (80 ms) cost seconds per topic. Topics residency forbids, or already
-    /// routed, are left to [`Self::route`]. Errors: as [`Self::ready_target`].
+    /// routed, are left to [`Self::route`]. Errors: as `Self::ready_target` (a permanent failure, or a transient one past its retries).
     pub async fn prepare(&mut self, topics: &[(String, i32)], producer: &Arc<DataProducer>) -> ConnectResult<()> {
         let separator = self.flow.policy.separator();
         let allowed: Vec<(&str, String, usize)> = topics
