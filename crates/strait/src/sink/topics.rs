@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use prometheus_client::metrics::counter::Counter;
 use strait_connect::{ConnectError, ConnectResult};
 
@@ -23,6 +24,11 @@ const ROUTE_RETRY_FOR: Duration = Duration::from_secs(300);
 /// First and longest wait between those tries.
 const ROUTE_RETRY_MIN: Duration = Duration::from_millis(500);
 const ROUTE_RETRY_MAX: Duration = Duration::from_secs(15);
+/// Target topics [`TopicRouter::prepare`] makes ready at once. Each holds blocking threads and
+/// metadata requests on both clusters: all of 2,000 topics at once timed their requests out and
+/// starved the instance's other flows for minutes; 16 spread the round trips as well on loopback
+/// and across an 80 ms link.
+const PREPARE_AT_ONCE: usize = 16;
 
 /// The decision for one source topic.
 enum Route {
@@ -104,9 +110,9 @@ impl TopicRouter {
     }
 
     /// Makes the target topics of `topics` (each a source topic with the highest partition to be
-    /// written) ready together, their requests concurrent: at start, one round of round trips for
-    /// every topic instead of one topic's after another as their first records arrive, which
-    /// across a long link (80 ms) cost seconds per topic. Topics residency forbids, or already
+    /// written) ready, [`PREPARE_AT_ONCE`] at a time: at start, instead of one topic's round trips
+    /// after another as their first records arrive, which across a long link (80 ms) cost seconds
+    /// per topic. Topics residency forbids, or already
     /// routed, are left to [`Self::route`]. Errors: as `Self::ready_target` (a permanent failure, or a transient one past its retries).
     pub async fn prepare(&mut self, topics: &[(String, i32)], producer: &Arc<DataProducer>) -> ConnectResult<()> {
         let separator = self.flow.policy.separator();
@@ -117,10 +123,10 @@ impl TopicRouter {
                 Some((t.as_str(), self.flow.policy.remote_topic(&self.flow.source.alias, t), usize::try_from(*p).ok()?))
             })
             .collect();
-        let ready = futures::future::join_all(
-            allowed.iter().map(|(topic, target, index)| self.ready_target(topic, target, *index, producer)),
-        )
-        .await;
+        // Collected first: a stream holding the closure would not be `Send` across the await.
+        let readies: Vec<_> =
+            allowed.iter().map(|(topic, target, index)| self.ready_target(topic, target, *index, producer)).collect();
+        let ready: Vec<_> = futures::stream::iter(readies).buffered(PREPARE_AT_ONCE).collect().await;
         for ((topic, target, _), partitions) in allowed.into_iter().zip(ready) {
             let route = Route::Allowed { target: target.into(), partitions: partitions? };
             self.routes.insert(topic.to_string(), route);

@@ -43,10 +43,54 @@ pub fn dedicated_dir(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(unique(name))
 }
 
-/// A name unique to this test run: `prefix-<pid>-<n>`; safe as topic prefix and alias.
+/// A name unique to this test run: `prefix-<pid>-<n>`; safe as topic prefix and alias. When the
+/// test's thread ends, the topics of the shared clusters named after it are deleted
+/// ([`Cleanup`]).
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
-    format!("{prefix}{}x{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::SeqCst))
+    let name = format!("{prefix}{}x{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::SeqCst));
+    CLEANUP.with(|c| c.0.borrow_mut().push(name.clone()));
+    name
+}
+
+thread_local! {
+    static CLEANUP: Cleanup = const { Cleanup(std::cell::RefCell::new(Vec::new())) };
+}
+
+/// The [`unique`] names a test thread made. Every flow replicates every heartbeats topic (MM2's
+/// rule), and each test's aliases are new, so no cycle ever stops the copies: left in place, a
+/// test's remote heartbeats topics are copied by every later test, and their number doubles with
+/// each test running flows both ways (2,000 topics per shared single broker late in a run, which
+/// then runs out of heap). So when the test's thread ends (after its `Strait`s are killed, even
+/// when it panics), the topics of the shared clusters named `<name>…` (not `<name><digit>…`,
+/// another name) are deleted.
+struct Cleanup(std::cell::RefCell<Vec<String>>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let names = self.0.take();
+        if names.is_empty() {
+            return;
+        }
+        let ours = |topic: &str| {
+            names.iter().any(|n| {
+                topic.strip_prefix(n.as_str()).is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
+            })
+        };
+        for n in [1, 2] {
+            let Ok(bootstrap) = std::env::var(format!("STRAIT_TEST_BOOTSTRAP_{n}")) else { continue };
+            let c: BaseConsumer = match ClientConfig::new().set("bootstrap.servers", &bootstrap).create() {
+                Ok(c) => c,
+                Err(_) => continue,
+            };
+            let Ok(md) = c.fetch_metadata(None, Duration::from_secs(10)) else { continue };
+            let topics: Vec<&str> = md.topics().iter().map(|t| t.name()).filter(|t| ours(t)).collect();
+            if !topics.is_empty() {
+                let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+                let _ = futures::executor::block_on(admin(&bootstrap).delete_topics(&topics, &options));
+            }
+        }
+    }
 }
 
 pub fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
