@@ -4,9 +4,11 @@
 //! Workloads: (a) catch-up of preloaded records of 512 bytes over 12 partitions in 2 topics,
 //! uncompressed; (b) the same with lz4 on the source; (c) steady state at a fixed rate, measuring
 //! end-to-end latency; (d) Strait's RSS with 12 vs 240 partitions, and its CPU against
-//! `raw-pipe+header` there. Each catch-up run checks that the target holds every record, per
-//! partition. Writes `bench/results/latest.md` and `latest.png`, and prints a last line
-//! `RATIO strait/mm2 ...`. Each catch-up is run `--repeat N` times (default 3; 1 with `--quick`),
+//! `raw-pipe+header` there; (e) one instance owning every slot against the same flow
+//! ([`scale_out::versus_flow`]); (f) the catch-ups across a long link ([`wan`]). Each catch-up
+//! run checks that the target holds every record, per partition. Writes
+//! `bench/results/latest.md` and `latest.png`, and prints a last line `RATIO strait/mm2 ...`
+//! extended with `wide`, `scale_out`, `eos_visible_p99_ms` and `wan`. Each catch-up is run `--repeat N` times (default 3; 1 with `--quick`),
 //! contenders interleaved, and the median run is reported.
 //! `--only strait,raw-pipe` runs a subset of contenders (the report then lacks missing ratios).
 //! `--catch-up-only` runs only the uncompressed catch-up and prints each contender's median, and
@@ -301,7 +303,7 @@ fn main() {
         let records = if quick { 600_000 } else { 2_000_000 };
         let eos = args.iter().any(|a| a == "--exactly-once");
         let clusters = (bench.source.as_str(), bench.target.as_str());
-        println!("{}", scale_out::versus_flow(&bench.env, clusters, (records, repeat), eos, &out));
+        println!("{}", scale_out::versus_flow(&bench.env, clusters, (records, repeat), eos, &out).0);
         return;
     }
     if args.iter().any(|a| a == "--scale-out") {
@@ -377,7 +379,15 @@ fn main() {
         results.scale.push(report::median(vec![run]));
     }
 
+    // One instance owning every slot against the same flow (point 3 of issue 26).
+    let versus = (bench.source.as_str(), bench.target.as_str());
+    let versus_records = if quick { 200_000 } else { 600_000 };
+    results.scale_out_cpu_ratio =
+        Some(scale_out::versus_flow(&bench.env, versus, (versus_records, repeat), false, &out).1);
     drop(clusters);
+    // Across a long link, on clusters of its own (one behind the relay).
+    let wan_records = if quick { 200_000 } else { 600_000 };
+    results.wan = Some(wan::run(bench.env, &wan::CONTENDERS, wan_records, repeat, &out));
     let ratio = report::write(&results, &out);
     println!("{ratio}");
 }

@@ -81,6 +81,11 @@ pub struct Results {
     pub catch_up: Vec<CatchUp>,
     pub latency: Vec<Latency>,
     pub scale: Vec<CatchUp>,
+    /// One instance owning every slot against the same flow without scale-out, at-least-once:
+    /// CPU s/GB ratio ([`crate::scale_out::versus_flow`]).
+    pub scale_out_cpu_ratio: Option<f64>,
+    /// The `RATIO wan …` line of [`crate::wan::run`].
+    pub wan: Option<String>,
 }
 
 fn find<'a>(rows: &'a [CatchUp], contender: &str, workload: &str) -> Option<&'a CatchUp> {
@@ -160,7 +165,17 @@ pub fn write(r: &Results, dir: &Path) -> String {
         div(strait.map(CatchUp::cpu_per_gb), floor.map(CatchUp::cpu_per_gb)),
         div(lat("strait").map(|l| l.p99_ms as f64), lat("raw-pipe+header").map(|l| l.p99_ms as f64)),
     );
-    let _ = writeln!(md, "\n## Ratios (strait against MM2 tuned, uncompressed catch-up)\n\n`{ratio}`\n");
+    let wide = |c: &str| find(&r.scale, c, "catch-up-240-partitions");
+    let (wide, wide_pipe) = (wide("strait"), wide("raw-pipe+header"));
+    let ratio = format!(
+        "{ratio}; wide 240 partitions strait/raw+header throughput={} cpu_per_gb={}; scale_out scaled/flow cpu_per_gb={}; eos_visible_p99_ms={}; {}",
+        div(wide.map(CatchUp::records_per_s), wide_pipe.map(CatchUp::records_per_s)),
+        div(wide.map(CatchUp::cpu_per_gb), wide_pipe.map(CatchUp::cpu_per_gb)),
+        r.scale_out_cpu_ratio.map_or("n/a".into(), |x| format!("{x:.2}")),
+        lat("strait-eos").map_or("n/a".into(), |l| l.visible_p99_ms.to_string()),
+        r.wan.as_deref().map_or("wan n/a", |w| w.trim_start_matches("RATIO ")),
+    );
+    let _ = writeln!(md, "\n## Ratios (strait against MM2 tuned, uncompressed catch-up; then 240 partitions, scale-out, exactly-once visible latency, across a long link)\n\n`{ratio}`\n");
     if let Ok(findings) = std::fs::read_to_string(strait_testkit::repo_root().join("bench/FINDINGS.md")) {
         md.push_str(&findings);
     }

@@ -297,14 +297,14 @@ fn one_instance(
 /// preloaded records in 2 topics of [`PARTITIONS`] partitions, `repeat` rounds with every
 /// build and mode interleaved; prints each run and writes `scale-out-vs-flow-<mode>.md` to `dir` with the
 /// medians. Returns the line `SCALE_VS_FLOW <label> scaled=<CPU s/GB> flow=<CPU s/GB>
-/// ratio=<scaled/flow> ...`.
+/// ratio=<scaled/flow> ...` and the first build's ratio.
 pub fn versus_flow(
     env: &Env,
     (source, target): (&str, &str),
     (records, repeat): (usize, usize),
     exactly_once: bool,
     dir: &Path,
-) -> String {
+) -> (String, f64) {
     let builds: Vec<(String, PathBuf)> = match std::env::var("STRAIT_BENCH_BINS") {
         Ok(list) => list
             .split(',')
@@ -352,8 +352,10 @@ pub fn versus_flow(
          | build | scale-out records/s | scale-out CPU s/GB | flow records/s | flow CPU s/GB | CPU ratio |\n|---|---|---|---|---|---|\n"
     );
     let mut line = format!("SCALE_VS_FLOW {mode}");
+    let mut first = None;
     for ((label, _), [scaled, flow]) in builds.iter().zip(&runs) {
         let (sc, fc) = (median(scaled, |r| r.1), median(flow, |r| r.1));
+        first.get_or_insert(sc / fc);
         let _ = writeln!(
             md,
             "| {label} | {:.0} | {sc:.2} | {:.0} | {fc:.2} | {:.2} |",
@@ -365,5 +367,5 @@ pub fn versus_flow(
     }
     let _ = std::fs::write(dir.join(format!("scale-out-vs-flow-{mode}.md")), &md);
     eprintln!("{md}");
-    line
+    (line, first.unwrap_or(f64::NAN))
 }
