@@ -110,10 +110,11 @@ impl TopicRouter {
     }
 
     /// Makes the target topics of `topics` (each a source topic with the highest partition to be
-    /// written) ready, [`PREPARE_AT_ONCE`] at a time: at start, instead of one topic's round trips
-    /// after another as their first records arrive, which across a long link (80 ms) cost seconds
-    /// per topic. Topics residency forbids, or already
-    /// routed, are left to [`Self::route`]. Errors: as `Self::ready_target` (a permanent failure, or a transient one past its retries).
+    /// written) ready, 16 at a time (`PREPARE_AT_ONCE`): at start, instead of one topic's round
+    /// trips after another as their first records arrive, which across a long link (80 ms) cost
+    /// seconds per topic. Topics residency forbids, or already routed, are left to
+    /// [`Self::route`]. Errors: as `Self::ready_target` (a permanent failure, or a transient one
+    /// past its retries).
     pub async fn prepare(&mut self, topics: &[(String, i32)], producer: &Arc<DataProducer>) -> ConnectResult<()> {
         let separator = self.flow.policy.separator();
         let allowed: Vec<(&str, String, usize)> = topics
