@@ -12,7 +12,7 @@
 //! contenders interleaved, and the median run is reported.
 //! `--only strait,raw-pipe` runs a subset of contenders (the report then lacks missing ratios).
 //! `--catch-up-only` runs only the uncompressed catch-up and prints each contender's median, and
-//! `--steady-only` only the steady state and prints its latencies; neither writes a report (they
+//! `--steady-only` only the steady state and prints its latencies (visible too); neither writes a report (they
 //! compare a change quickly). `--partitions N` sets the catch-up topics' partitions (each of 2
 //! topics; default 6), to compare a change on a wide layout. `--soak MINUTES` runs only the
 //! memory soak ([`soak`]); `--scale-out` only the 1/2/3-instance catch-ups ([`scale_out`]);
@@ -360,8 +360,8 @@ fn main() {
     if steady_only {
         for l in &results.latency {
             println!(
-                "{}: p50 {} ms, p99 {} ms, max {} ms at {} records/s; idle {:.2} % of a core",
-                l.contender, l.p50_ms, l.p99_ms, l.max_ms, l.rate, l.idle_cpu_pct
+                "{}: p50 {} ms, p99 {} ms, max {} ms, visible p50 {} ms, p99 {} ms at {} records/s; idle {:.2} % of a core",
+                l.contender, l.p50_ms, l.p99_ms, l.max_ms, l.visible_p50_ms, l.visible_p99_ms, l.rate, l.idle_cpu_pct
             );
         }
         return;

@@ -2,6 +2,8 @@
 //! batches stay bounded, failures stop the runtime with the cause, shutdown drains, and a
 //! transactional sink's retriable failures are aborted, rewound and retried without a duplicate,
 //! and a sink with only the seed's methods (`put`, `flush`, `close`) is committed through `flush`.
+//! A transactional sink's batch is committed once the source is drained (past the floor), a
+//! catch-up's only when full.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -25,15 +27,20 @@ struct Shared {
     /// Records made durable and flushes, of a [`FlushOnlySink`].
     flushed: usize,
     flushes: usize,
+    /// Records of each commit of a [`MemSink`], in order.
+    committed_batches: Vec<usize>,
 }
 
-/// Records `0..end` over `partitions` partitions (offset = n / partitions); rewinds to the last
-/// acknowledged position like a Kafka consumer seeking back.
+/// Records `0..end` over `partitions` partitions (offset = n / partitions), of 10 bytes each, as
+/// many per poll as allowed (a catch-up); rewinds to the last acknowledged position like a Kafka
+/// consumer seeking back.
 struct MemSource {
     next: i64,
     acknowledged: i64,
     end: i64,
     partitions: i32,
+    /// How long each poll with records takes (reading a broker's fetch, say).
+    pause: Duration,
     shared: Arc<Mutex<Shared>>,
 }
 
@@ -42,14 +49,15 @@ impl Source<(), u64> for MemSource {
     async fn poll(
         &mut self,
         max_records: usize,
-        _max_bytes: usize,
+        max_bytes: usize,
         timeout: Duration,
     ) -> ConnectResult<Vec<ConnectRecord<(), u64>>> {
         if self.next >= self.end {
             tokio::time::sleep(timeout).await;
             return Ok(vec![]);
         }
-        let n = (max_records as i64).min(self.end - self.next).min(700);
+        tokio::time::sleep(self.pause).await;
+        let n = (max_records as i64).min(self.end - self.next).min(max_bytes.div_ceil(10) as i64);
         let out = (self.next..self.next + n)
             .map(|i| ConnectRecord {
                 key: None,
@@ -135,6 +143,7 @@ impl Sink<(), u64> for MemSink {
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
         let mut s = self.shared.lock().unwrap();
+        s.committed_batches.push(self.uncommitted.len());
         for o in self.uncommitted.drain(..) {
             s.durable.entry(o.partition).or_default().push(o.offset);
         }
@@ -173,10 +182,8 @@ impl Sink<(), u64> for MemSink {
 
 type Setup = (ConnectorRuntime<(), u64, MemSource, MemSink>, RuntimeHandle, Arc<Mutex<Shared>>);
 
-fn setup(end: i64, transactional: bool, failure: Failure, config: RuntimeConfig) -> Setup {
-    let shared = Arc::new(Mutex::new(Shared::default()));
-    let source = MemSource { next: 0, acknowledged: 0, end, partitions: 3, shared: shared.clone() };
-    let sink = MemSink {
+fn mem_sink(transactional: bool, failure: Failure, shared: &Arc<Mutex<Shared>>) -> MemSink {
+    MemSink {
         uncommitted: vec![],
         staged: vec![],
         transactional,
@@ -185,8 +192,18 @@ fn setup(end: i64, transactional: bool, failure: Failure, config: RuntimeConfig)
         commits: 0,
         puts: 0,
         shared: shared.clone(),
-    };
-    let (rt, handle) = ConnectorRuntime::new(source, sink, config);
+    }
+}
+
+fn setup(end: i64, transactional: bool, failure: Failure, config: RuntimeConfig) -> Setup {
+    setup_paced(end, Duration::ZERO, transactional, failure, config)
+}
+
+/// [`setup`] with a source whose polls take `pause` each.
+fn setup_paced(end: i64, pause: Duration, transactional: bool, failure: Failure, config: RuntimeConfig) -> Setup {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let source = MemSource { next: 0, acknowledged: 0, end, partitions: 3, pause, shared: shared.clone() };
+    let (rt, handle) = ConnectorRuntime::new(source, mem_sink(transactional, failure, &shared), config);
     (rt, handle, shared)
 }
 
@@ -195,8 +212,10 @@ fn small_batches() -> RuntimeConfig {
         max_batch_records: 1_000,
         max_batch_bytes: 1 << 20,
         max_batch_wait: Duration::from_millis(50),
+        min_batch_wait: Duration::from_millis(20),
         poll_timeout: Duration::from_millis(10),
-        max_poll_bytes: 1 << 20,
+        // 700 records of [`MemSource`] per poll: a batch takes several.
+        max_poll_bytes: 7_000,
         retry_backoff: Duration::from_millis(1),
         max_retry_backoff: Duration::from_millis(4),
     }
@@ -318,7 +337,14 @@ impl Sink<(), u64> for FlushOnlySink {
 #[tokio::test]
 async fn a_sink_with_the_default_commit_is_flushed_once_per_batch() {
     let shared = Arc::new(Mutex::new(Shared::default()));
-    let source = MemSource { next: 0, acknowledged: 0, end: 30_000, partitions: 3, shared: shared.clone() };
+    let source = MemSource {
+        next: 0,
+        acknowledged: 0,
+        end: 30_000,
+        partitions: 3,
+        pause: Duration::ZERO,
+        shared: shared.clone(),
+    };
     let sink = FlushOnlySink { unflushed: 0, shared: shared.clone() };
     let (rt, handle) = ConnectorRuntime::new(source, sink, small_batches());
     let task = tokio::spawn(rt.run());
@@ -428,4 +454,105 @@ async fn positions_without_records_are_committed_behind_the_records_and_acknowle
     assert_eq!(s.committed, vec![vec![at(0, 41), at(1, 45)]]);
     assert_eq!(s.acknowledged, s.committed, "acknowledged once committed");
     assert_eq!(s.puts, 1, "only the record is put");
+}
+
+/// Records of partition 0 that the test hands over one by one ([`FedSource::available`] is the
+/// count written so far), as a source at rest that gets a record now and then.
+struct FedSource {
+    next: i64,
+    available: Arc<Mutex<i64>>,
+}
+
+#[async_trait]
+impl Source<(), u64> for FedSource {
+    async fn poll(
+        &mut self,
+        max_records: usize,
+        _: usize,
+        timeout: Duration,
+    ) -> ConnectResult<Vec<ConnectRecord<(), u64>>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let available = *self.available.lock().unwrap();
+            if available > self.next || tokio::time::Instant::now() >= deadline {
+                let end = available.min(self.next + max_records as i64);
+                let out = (self.next..end)
+                    .map(|i| ConnectRecord {
+                        key: None,
+                        value: Some(i as u64),
+                        timestamp_ms: None,
+                        headers: vec![],
+                        source_offset: at(0, i),
+                        size_bytes: 10,
+                    })
+                    .collect();
+                self.next = end.max(self.next);
+                return Ok(out);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    async fn acknowledge(&mut self, _: &[SourceOffset]) -> ConnectResult<()> {
+        Ok(())
+    }
+    async fn rewind(&mut self) -> ConnectResult<()> {
+        Ok(())
+    }
+    async fn close(&mut self) -> ConnectResult<()> {
+        Ok(())
+    }
+}
+
+/// How long each of 5 records, written one at a time to a source at rest, took to be committed
+/// with `max_batch_wait` 3 s and the default floor (20 ms).
+async fn commit_latencies(transactional: bool) -> Vec<Duration> {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let available = Arc::new(Mutex::new(0));
+    let source = FedSource { next: 0, available: available.clone() };
+    let config = RuntimeConfig { max_batch_wait: Duration::from_secs(3), ..small_batches() };
+    let (rt, handle) = ConnectorRuntime::new(source, mem_sink(transactional, Failure::None, &shared), config);
+    let task = tokio::spawn(rt.run());
+    let mut latencies = Vec::new();
+    for n in 0..5 {
+        let written = std::time::Instant::now();
+        *available.lock().unwrap() = n + 1;
+        while shared.lock().unwrap().saved.get(&0) != Some(&n) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        latencies.push(written.elapsed());
+    }
+    handle.shutdown();
+    assert!(matches!(task.await.unwrap(), RuntimeState::Stopped));
+    assert!(shared.lock().unwrap().violations.is_empty());
+    latencies
+}
+
+#[tokio::test]
+async fn a_transactional_batch_is_committed_once_the_source_is_drained_past_the_floor() {
+    let latencies = commit_latencies(true).await;
+    // Each record is committed at the floor (20 ms) plus a poll, not at max_batch_wait (3 s); the
+    // bound is loose for a loaded machine.
+    assert!(latencies.iter().all(|l| *l < Duration::from_secs(1)), "{latencies:?}");
+    assert!(latencies.iter().all(|l| *l >= Duration::from_millis(20)), "never before the floor: {latencies:?}");
+}
+
+#[tokio::test]
+async fn without_transactions_a_batch_waits_for_max_batch_wait() {
+    // Its records are visible once written: a commit only saves positions, no sooner than needed.
+    let latencies = commit_latencies(false).await;
+    assert!(latencies.iter().all(|l| *l >= Duration::from_millis(2_900)), "{latencies:?}");
+}
+
+#[tokio::test]
+async fn a_transactional_catch_up_commits_only_full_batches() {
+    // Every poll comes back full (100 records, max_poll_bytes) and takes 5 ms: the source is
+    // never drained until its end, so each batch holds max_batch_records though it takes 10
+    // polls, well past the floor (20 ms).
+    let config = RuntimeConfig { max_batch_wait: Duration::from_secs(30), max_poll_bytes: 1_000, ..small_batches() };
+    let (rt, handle, shared) = setup_paced(30_000, Duration::from_millis(5), true, Failure::None, config);
+    let state = run_until_saved(rt, &handle, &shared).await;
+    assert!(matches!(state, RuntimeState::Stopped), "{state:?}");
+    let s = shared.lock().unwrap();
+    assert!(s.violations.is_empty(), "{:?}", s.violations);
+    assert_eq!(s.committed_batches, vec![1_000; 30], "30 full batches, no early commit");
 }

@@ -163,8 +163,9 @@ impl Default for Writing {
 #[serde(default)]
 pub struct Batching {
     /// Longest time a batch stays uncommitted (`commit_interval_ms`; ms, [`bounds::INTERVAL_MS`]):
-    /// bounds duplicates after a crash in at-least-once mode, and the latency of `read_committed`
-    /// consumers in exactly-once mode. Default 1 s.
+    /// bounds duplicates after a crash in at-least-once mode. In exactly-once mode a batch is
+    /// committed sooner once the source is drained ([`strait_connect::RuntimeConfig::min_batch_wait`]),
+    /// so this bounds the latency of `read_committed` consumers only in a catch-up. Default 1 s.
     #[serde(rename = "commit_interval_ms", with = "bounds::interval")]
     pub commit_interval: Duration,
     /// A batch is committed at this many records ([`bounds::BATCH_RECORDS`]). Default 250,000:
