@@ -17,6 +17,13 @@ use super::state;
 use super::syncs::CompletedSyncs;
 use super::writer::Writer;
 
+/// How long one `abort_transaction` call waits for the records in flight. Each call purges the
+/// records queued; a batch the target refused mid-transaction (a record over its size limit) has
+/// later batches of the partition in flight, which librdkafka queues again for retry after their
+/// responses: one long call waits on them until `message.timeout.ms`, while calls this short purge
+/// them at the next round.
+const ABORT_ROUND: Duration = Duration::from_secs(1);
+
 /// The exactly-once mode's state.
 pub struct ExactlyOnce {
     /// `transaction.timeout.ms` of the record producer.
@@ -142,7 +149,11 @@ impl ExactlyOnce {
         // A producer that failed for good (fenced) cannot abort; the target aborts its transaction.
         if self.in_transaction && w.service.fatal_error().is_none() {
             let aborted =
-                self.transaction_call(w, "abort transaction", |p, timeout| p.abort_transaction(timeout)).await;
+                state::transaction_call(&w.service, &w.flow.name, "abort transaction", ABORT_ROUND, |p, t| {
+                    p.abort_transaction(t)
+                })
+                .await
+                .map_err(|e| w.failure(format!("flow {}: abort transaction", w.flow.name), e, self.retry()));
             // The target may abort the timed-out transaction itself while we try (fencing us).
             if aborted.is_err() && !(w.service.fatal_error().is_some() && outlived()) {
                 return aborted;
