@@ -3,7 +3,8 @@
 //! transactional sink's retriable failures are aborted, rewound and retried without a duplicate,
 //! and a sink with only the seed's methods (`put`, `flush`, `close`) is committed through `flush`.
 //! A transactional sink's batch is committed once the source is drained (past the floor), a
-//! catch-up's only when full.
+//! catch-up's only when full. A sink that ends its batches behind is flushed once the source has
+//! nothing to read, and at shutdown.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -24,9 +25,11 @@ struct Shared {
     closed: usize,
     aborts: usize,
     rewinds: usize,
-    /// Records made durable and flushes, of a [`FlushOnlySink`].
+    /// Records made durable and flushes, of a [`FlushOnlySink`] or a [`BehindSink`].
     flushed: usize,
     flushes: usize,
+    /// Batches a [`BehindSink`] ended behind (`commit_behind`).
+    behind_commits: usize,
     /// Records of each commit of a [`MemSink`], in order.
     committed_batches: Vec<usize>,
 }
@@ -358,6 +361,83 @@ async fn a_sink_with_the_default_commit_is_flushed_once_per_batch() {
     assert!(s.peak_uncommitted <= 1_000, "one flush per batch of at most 1,000: {}", s.peak_uncommitted);
     assert!(s.flushes >= 30, "a flush per batch: {}", s.flushes);
     assert_eq!(s.closed, 2);
+}
+
+/// Ends each batch behind: its records stay pending (sent, not yet acknowledged) until `flush`.
+struct BehindSink {
+    pending: usize,
+    shared: Arc<Mutex<Shared>>,
+}
+
+#[async_trait]
+impl Sink<(), u64> for BehindSink {
+    async fn put(&mut self, batch: Vec<ConnectRecord<(), u64>>) -> ConnectResult<()> {
+        self.pending += batch.len();
+        Ok(())
+    }
+    async fn commit_behind(&mut self) -> ConnectResult<()> {
+        self.shared.lock().unwrap().behind_commits += 1;
+        Ok(())
+    }
+    fn behind(&self) -> bool {
+        self.pending > 0
+    }
+    async fn flush(&mut self) -> ConnectResult<()> {
+        let mut s = self.shared.lock().unwrap();
+        s.flushed += std::mem::take(&mut self.pending);
+        s.flushes += 1;
+        Ok(())
+    }
+    async fn close(&mut self) -> ConnectResult<()> {
+        self.shared.lock().unwrap().closed += 1;
+        Ok(())
+    }
+}
+
+/// A runtime over a [`MemSource`] of `end` records into a [`BehindSink`].
+fn behind_setup(end: i64) -> (ConnectorRuntime<(), u64, MemSource, BehindSink>, RuntimeHandle, Arc<Mutex<Shared>>) {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let source =
+        MemSource { next: 0, acknowledged: 0, end, partitions: 3, pause: Duration::ZERO, shared: shared.clone() };
+    let sink = BehindSink { pending: 0, shared: shared.clone() };
+    let (rt, handle) = ConnectorRuntime::new(source, sink, small_batches());
+    (rt, handle, shared)
+}
+
+#[tokio::test]
+async fn a_sink_behind_is_flushed_once_the_source_has_nothing_to_read() {
+    let (rt, handle, shared) = behind_setup(30_000);
+    let task = tokio::spawn(rt.run());
+    for _ in 0..250 {
+        if shared.lock().unwrap().flushed == 30_000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    {
+        let s = shared.lock().unwrap();
+        assert_eq!(s.flushed, 30_000, "every record flushed while running, none left behind");
+        assert!(s.behind_commits >= 30, "batches of at most 1,000 ended behind: {}", s.behind_commits);
+        assert!(s.flushes < s.behind_commits, "not a flush per batch: {} flushes", s.flushes);
+    }
+    handle.shutdown();
+    assert!(matches!(task.await.unwrap(), RuntimeState::Stopped));
+    assert_eq!(shared.lock().unwrap().closed, 2, "source and sink closed");
+}
+
+#[tokio::test]
+async fn a_sink_behind_is_flushed_at_shutdown() {
+    // A source that never runs dry: only the shutdown can flush what the last batch left behind.
+    let (rt, handle, shared) = behind_setup(i64::MAX);
+    let task = tokio::spawn(rt.run());
+    while shared.lock().unwrap().behind_commits < 5 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    handle.shutdown();
+    assert!(matches!(task.await.unwrap(), RuntimeState::Stopped));
+    let s = shared.lock().unwrap();
+    assert!(s.flushes >= 1, "the shutdown flushed what was behind");
+    assert!(s.flushed > 0);
 }
 
 /// What [`StartSource`] and [`StartSink`] saw.

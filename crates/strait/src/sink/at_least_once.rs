@@ -166,10 +166,8 @@ impl AtLeastOnce {
         }
         self.unproven.retain(|_, seq| !w.service.is_acked(*seq));
         let (mut released, mut kept) = (Vec::new(), VecDeque::new());
-        for record in self.held.drain(..) {
-            if !self.unproven.is_empty()
-                && self.unproven.contains_key(&(record.source_offset.topic.clone(), record.source_offset.partition))
-            {
+        for record in std::mem::take(&mut self.held) {
+            if self.awaits_first(&record.source_offset) {
                 kept.push_back(record);
             } else {
                 released.push(record);
