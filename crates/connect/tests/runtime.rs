@@ -394,8 +394,10 @@ impl Sink<(), u64> for BehindSink {
     }
 }
 
+type BehindSetup = (ConnectorRuntime<(), u64, MemSource, BehindSink>, RuntimeHandle, Arc<Mutex<Shared>>);
+
 /// A runtime over a [`MemSource`] of `end` records into a [`BehindSink`].
-fn behind_setup(end: i64) -> (ConnectorRuntime<(), u64, MemSource, BehindSink>, RuntimeHandle, Arc<Mutex<Shared>>) {
+fn behind_setup(end: i64) -> BehindSetup {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let source =
         MemSource { next: 0, acknowledged: 0, end, partitions: 3, pause: Duration::ZERO, shared: shared.clone() };
