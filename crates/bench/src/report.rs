@@ -80,7 +80,8 @@ pub struct Results {
     pub records: usize,
     pub catch_up: Vec<CatchUp>,
     pub latency: Vec<Latency>,
-    pub scale: Vec<CatchUp>,
+    /// The wide catch-ups ([`crate::wide`]): Strait and `raw-pipe+header` at each width.
+    pub wide: Vec<CatchUp>,
     /// One instance owning every slot against the same flow without scale-out, at-least-once:
     /// CPU s/GB ratio ([`crate::scale_out::versus_flow`]).
     pub scale_out_cpu_ratio: Option<f64>,
@@ -104,7 +105,7 @@ pub fn write(r: &Results, dir: &Path) -> String {
         r.records
     );
     let _ = writeln!(md, "## Catch-up (median run; every run's records/s in the last column)\n\n| contender | workload | records/s | MB/s | CPU s/GB | peak RSS MB | all records on target | runs, records/s |\n|---|---|---:|---:|---:|---:|---|---|");
-    for c in r.catch_up.iter().chain(&r.scale) {
+    for c in r.catch_up.iter().chain(&r.wide) {
         let runs: Vec<String> = c.all_records_per_s.iter().map(|v| format!("{v:.0}")).collect();
         let _ = writeln!(
             md,
@@ -165,17 +166,28 @@ pub fn write(r: &Results, dir: &Path) -> String {
         div(strait.map(CatchUp::cpu_per_gb), floor.map(CatchUp::cpu_per_gb)),
         div(lat("strait").map(|l| l.p99_ms as f64), lat("raw-pipe+header").map(|l| l.p99_ms as f64)),
     );
-    let wide = |c: &str| find(&r.scale, c, "catch-up-240-partitions");
-    let (wide, wide_pipe) = (wide("strait"), wide("raw-pipe+header"));
+    let mut wide = String::new();
+    for width in crate::wide::WIDTHS {
+        let workload = crate::wide::workload(width);
+        let (Some(strait), pipe) = (find(&r.wide, "strait", &workload), find(&r.wide, "raw-pipe+header", &workload))
+        else {
+            continue;
+        };
+        let _ = write!(
+            wide,
+            "; wide {width} partitions strait/raw+header throughput={} cpu_per_gb={} rss_mb={:.0}",
+            div(Some(strait.records_per_s()), pipe.map(CatchUp::records_per_s)),
+            div(Some(strait.cpu_per_gb()), pipe.map(CatchUp::cpu_per_gb)),
+            strait.peak_rss_mb,
+        );
+    }
     let ratio = format!(
-        "{ratio}; wide 240 partitions strait/raw+header throughput={} cpu_per_gb={}; scale_out scaled/flow cpu_per_gb={}; eos_visible_p99_ms={}; {}",
-        div(wide.map(CatchUp::records_per_s), wide_pipe.map(CatchUp::records_per_s)),
-        div(wide.map(CatchUp::cpu_per_gb), wide_pipe.map(CatchUp::cpu_per_gb)),
+        "{ratio}{wide}; scale_out scaled/flow cpu_per_gb={}; eos_visible_p99_ms={}; {}",
         r.scale_out_cpu_ratio.map_or("n/a".into(), |x| format!("{x:.2}")),
         lat("strait-eos").map_or("n/a".into(), |l| l.visible_p99_ms.to_string()),
         r.wan.as_deref().map_or("wan n/a", |w| w.trim_start_matches("RATIO ")),
     );
-    let _ = writeln!(md, "\n## Ratios (strait against MM2 tuned, uncompressed catch-up; then 240 partitions, scale-out, exactly-once visible latency, across a long link)\n\n`{ratio}`\n");
+    let _ = writeln!(md, "\n## Ratios (strait against MM2 tuned, uncompressed catch-up; then wide layouts (240, 1,200, 5,000 partitions), scale-out, exactly-once visible latency, across a long link)\n\n`{ratio}`\n");
     if let Ok(findings) = std::fs::read_to_string(strait_testkit::repo_root().join("bench/FINDINGS.md")) {
         md.push_str(&findings);
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 pub use self::start_failure::{classify_start, connect_error, is_denied, StartFailure};
 pub use self::state_reader::{read_to_end, KeyedRecord, RawRecord, StateReader};
-pub use self::watermarks::{watermarks, Watermarks};
+pub use self::watermarks::{watermarks, watermarks_in_lists, Watermarks};
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};

@@ -217,6 +217,15 @@ pub(crate) fn java_command(libs: &Path, dir: &Path, heap: &[&str]) -> Command {
     cmd
 }
 
+/// Broker settings every test and bench cluster shares, whatever its layout.
+/// - Records are never deleted for their age: tests write records stamped years ago (fidelity
+///   keeps them exact), and the broker's retention check, every 5 minutes, would delete them
+///   mid-test wherever a run's timing put it.
+/// - Ended delayed fetches leave the fetch purgatory after 100 more requests instead of 1,000:
+///   librdkafka names every assigned partition in each fetch, and idle wide consumers otherwise
+///   fill a broker's heap with ended ones (bench/FINDINGS.md, "Wide layouts").
+pub(crate) const SHARED_PROPERTIES: &str = "log.retention.ms=-1\nfetch.purgatory.purge.interval.requests=100\n";
+
 /// How [`launch`] sets a cluster up beyond the defaults.
 #[derive(Default)]
 pub(crate) struct Launch {
@@ -258,6 +267,7 @@ pub(crate) fn launch(libs: &Path, dir: &Path, how: Launch) -> io::Result<KafkaCl
              share.coordinator.state.topic.min.isr=1\n\
              group.initial.rebalance.delay.ms=0\n\
              log.cleaner.backoff.ms=1000\n\
+             {SHARED_PROPERTIES}\
              {secure}",
             data = dir.join("data").display(),
             secure = how.secure.as_ref().map(secure::Listener::properties).unwrap_or_default(),

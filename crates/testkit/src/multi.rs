@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
-use crate::{await_brokers, cluster_id, free_ports, java_command, kafka_libs, spawn_broker, HEAP};
+use crate::{await_brokers, cluster_id, free_ports, java_command, kafka_libs, spawn_broker, HEAP, SHARED_PROPERTIES};
 
 /// Node ids of the cluster.
 pub const NODE_IDS: [i32; 3] = [1, 2, 3];
@@ -292,7 +292,8 @@ fn properties(id: i32, client: u16, controller: u16, voters: &str, dir: &Path) -
          share.coordinator.state.topic.min.isr=2\n\
          broker.heartbeat.interval.ms=1000\n\
          broker.session.timeout.ms=6000\n\
-         group.initial.rebalance.delay.ms=0\n",
+         group.initial.rebalance.delay.ms=0\n\
+         {SHARED_PROPERTIES}",
         data = dir.join("data").display(),
     )
 }

@@ -2,7 +2,8 @@
 //! partitions led by all three brokers, asked in one ListOffsets request per broker for the ends
 //! and one for the starts, equal those `fetch_watermarks` gives partition by partition (empty
 //! partitions, records deleted from the front, a transaction left open, `read_committed` as
-//! Strait's clients read); a partition of a missing topic is an error.
+//! Strait's clients read); asked in several lists at once ([`strait::kafka::watermarks_in_lists`])
+//! they are the same; a partition of a missing topic is an error.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -98,6 +99,23 @@ async fn watermarks_of_every_partition_in_one_request_per_broker_equal_fetch_wat
         expected.push(one);
     }
     let one_by_one = list_offsets_sent(&consumer) - before - by_helper;
+    // Lists of 4 over two topics (the last list holds partitions of both): three lists at once.
+    let other = unique("watermarks-other");
+    let new = NewTopic::new(&other, 2, TopicReplication::Fixed(3));
+    admin(&three).create_topics([&new], &AdminOptions::new()).await.expect("create topic")[0]
+        .as_ref()
+        .expect("topic created");
+    p.send(FutureRecord::<[u8], [u8]>::to(&other).partition(1).payload(&b"one"[..]), Duration::from_secs(30))
+        .await
+        .expect("produced");
+    let in_lists: Vec<(&str, i32)> =
+        (0..PARTITIONS).map(|p| (topic.as_str(), p)).chain([(other.as_str(), 0), (other.as_str(), 1)]).collect();
+    let listed = strait::kafka::watermarks_in_lists(&consumer, in_lists, Duration::from_secs(10), 4).expect("in lists");
+    for (partition, one) in expected.iter().enumerate() {
+        assert_eq!(listed.get(&topic, partition as i32).expect("asked"), *one, "{topic}/{partition} in lists of 4");
+    }
+    assert_eq!(listed.get(&other, 0).expect("asked"), (0, 0));
+    assert_eq!(listed.get(&other, 1).expect("asked"), (0, 1));
     eprintln!(
         "ListOffsets requests for {PARTITIONS} partitions on 3 brokers: {by_helper} at once, {one_by_one} one by one"
     );
