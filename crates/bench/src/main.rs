@@ -4,9 +4,9 @@
 //! Workloads: (a) catch-up of preloaded records of 512 bytes over 12 partitions in 2 topics,
 //! uncompressed; (b) the same with lz4 on the source; (c) steady state at a fixed rate, measuring
 //! end-to-end latency; (d) catch-ups over 240, 1,200 and 5,000 partitions against
-//! `raw-pipe+header` ([`wide`]; `--quick` leaves out 5,000); (e) one instance owning every slot against the same flow
-//! ([`scale_out::versus_flow`]); (f) the catch-ups across a long link ([`wan`]). Each catch-up
-//! run checks that the target holds every record, per partition. Writes
+//! `raw-pipe+header` ([`wide`]; `--quick` leaves out 5,000); (e) one instance owning every slot
+//! against the same flow ([`scale_out::versus_flow`]); (f) the catch-ups across a long link
+//! ([`wan`]). Each catch-up run checks that the target holds every record, per partition. Writes
 //! `bench/results/latest.md` and `latest.png`, and prints a last line `RATIO strait/mm2 ...`
 //! extended with `wide`, `scale_out`, `eos_visible_p99_ms` and `wan`. Each catch-up is run `--repeat N` times (default 3; 1 with `--quick`),
 //! contenders interleaved, and the median run is reported.

@@ -99,7 +99,7 @@ async fn watermarks_of_every_partition_in_one_request_per_broker_equal_fetch_wat
         expected.push(one);
     }
     let one_by_one = list_offsets_sent(&consumer) - before - by_helper;
-    // Lists of 4 over two topics (the last list holds partitions of both): three lists at once.
+    // 14 partitions of two topics in lists of 4: four lists at once, one holding partitions of both.
     let other = unique("watermarks-other");
     let new = NewTopic::new(&other, 2, TopicReplication::Fixed(3));
     admin(&three).create_topics([&new], &AdminOptions::new()).await.expect("create topic")[0]
