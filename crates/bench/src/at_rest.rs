@@ -8,7 +8,8 @@
 //! Then `/metrics` is read [`SCRAPES`] times in a row to weigh one answer (CPU ms, the cost at rest
 //! meanwhile taken off). Medians of `--repeat` runs. Prints one line per binary, this one's last:
 //! `AT_REST partitions=12 cpu_pct=… ; partitions=1200 cpu_pct=… rss_mb=… metrics_lines=…
-//! scrape_cpu_ms=…` (the last three of the wide layout).
+//! scrape_cpu_ms=…` (the last three of the wide layout). Each run's line on stderr also splits its
+//! CPU by thread name (librdkafka's `rdk:broker…`, tokio's workers, …).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -23,7 +24,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::contenders::{launch_strait, Env};
-use crate::{cpu_seconds, load, memory_mb};
+use crate::{cpu_seconds, load, memory_mb, thread_cpu_seconds};
 
 /// Partitions of every topic.
 const PARTITIONS: i32 = 3;
@@ -132,13 +133,24 @@ fn measure(env: &Env, bin: &Path, tag: &str, (source, target): (&str, &str), top
     };
     assert_eq!(copied, expected, "strait ({}) copied {copied} of {expected} records of {pattern:?}", bin.display());
     std::thread::sleep(SETTLE);
-    let (before, start) = (cpu_seconds(pid), Instant::now());
+    let (before, threads_before, start) = (cpu_seconds(pid), thread_cpu_seconds(pid), Instant::now());
     let mut metrics_lines = 0;
     while start.elapsed() < MEASURE {
         metrics_lines = metrics_lines.max(scrape(port));
         std::thread::sleep(SCRAPE.min(MEASURE.saturating_sub(start.elapsed())));
     }
     let cpu_pct = (cpu_seconds(pid) - before) / start.elapsed().as_secs_f64() * 100.0;
+    // Where it goes, by thread: % of a core, the largest first.
+    let mut threads: Vec<(String, f64)> = thread_cpu_seconds(pid)
+        .into_iter()
+        .map(|(name, s)| {
+            let pct = (s - threads_before.get(&name).copied().unwrap_or(0.0)) / start.elapsed().as_secs_f64() * 100.0;
+            (name, pct)
+        })
+        .filter(|(_, pct)| *pct > 0.0)
+        .collect();
+    threads.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let threads: Vec<String> = threads.iter().map(|(name, pct)| format!("{name} {pct:.2}")).collect();
     let rss_mb = memory_mb(pid, "VmRSS:");
     let (before, start) = (cpu_seconds(pid), Instant::now());
     for _ in 0..SCRAPES {
@@ -150,9 +162,10 @@ fn measure(env: &Env, bin: &Path, tag: &str, (source, target): (&str, &str), top
     drop(running);
     load::delete_topics(target, &targets);
     eprintln!(
-        "at rest: {} {} partitions: {cpu_pct:.2} % of a core, {rss_mb:.0} MB RSS, /metrics {metrics_lines} lines, {scrape_cpu_ms:.1} CPU ms each",
+        "at rest: {} {} partitions: {cpu_pct:.2} % of a core ({}), {rss_mb:.0} MB RSS, /metrics {metrics_lines} lines, {scrape_cpu_ms:.1} CPU ms each",
         bin.display(),
-        topics.len() * PARTITIONS as usize
+        topics.len() * PARTITIONS as usize,
+        threads.join(", ")
     );
     Rest { cpu_pct, rss_mb, metrics_lines, scrape_cpu_ms }
 }

@@ -40,7 +40,11 @@ use report::{CatchUp, Latency, Results};
 
 /// CPU seconds (user + system) of a process, from `/proc/<pid>/stat`.
 pub(crate) fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(0.0, |stat| stat_cpu_seconds(&stat))
+}
+
+/// CPU seconds (user + system) of a `/proc/.../stat` line.
+fn stat_cpu_seconds(stat: &str) -> f64 {
     // Fields after the command name, which ends with ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -48,6 +52,20 @@ pub(crate) fn cpu_seconds(pid: u32) -> f64 {
         f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0) + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     // SAFETY: sysconf has no preconditions.
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// CPU seconds of process `pid`'s threads, summed by thread name without its trailing digits
+/// (`rdk:broker1` and `rdk:broker2` count as `rdk:broker`).
+pub(crate) fn thread_cpu_seconds(pid: u32) -> BTreeMap<String, f64> {
+    let mut by_name = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return by_name };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        let name = stat.split_once('(').and_then(|(_, r)| r.rsplit_once(')')).map_or("?", |(n, _)| n);
+        let name = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-');
+        *by_name.entry(name.to_string()).or_insert(0.0) += stat_cpu_seconds(&stat);
+    }
+    by_name
 }
 
 /// A memory figure of a process in MB: `field` (`VmHWM:` peak, `VmRSS:` now) of

@@ -27,3 +27,4 @@ mod selection;
 mod sink;
 mod startup_errors;
 mod throttle;
+mod wire;

@@ -1,0 +1,305 @@
+//! A cluster seen from its partitions' leaders: Metadata for the leaders and their epochs, and
+//! `read_committed` Fetch requests of raw batches, one per leader, sent together.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{FetchRequest, MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use crate::batch::{self, Marker};
+use crate::{Batch, Connection, WireError};
+
+/// Metadata v12: the last version that names topics in the request (v13 adds nothing used here).
+const METADATA_VERSION: i16 = 12;
+/// Fetch v12: the last version naming topics rather than topic ids (KIP-516 came in v13), with
+/// the diverging epoch and current leader of KIP-320/KIP-595.
+const FETCH_VERSION: i16 = 12;
+/// `isolation_level` of a `read_committed` fetch: up to the last stable offset, with the aborted
+/// transactions of the range.
+const READ_COMMITTED: i8 = 1;
+/// The most a fetch answers in all (bytes), as Kafka's `fetch.max.bytes` default.
+const FETCH_MAX_BYTES: i32 = 50 << 20;
+
+/// The leader of a partition, as the last metadata refresh saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leader {
+    /// Its broker id.
+    pub broker: i32,
+    /// Its leader epoch: fetches carry it so a stale leader refuses them (KIP-320).
+    pub epoch: i32,
+}
+
+/// A partition to fetch, from `offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchAt {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// A transaction the leader lists as aborted in the fetched range: `producer_id`'s records from
+/// `first_offset` up to its abort marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aborted {
+    pub producer_id: i64,
+    pub first_offset: i64,
+}
+
+/// What a fetch returned for one partition.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub topic: String,
+    pub partition: i32,
+    /// The partition's error (a leader that moved, an offset out of range); no batches with it.
+    pub error: Option<ResponseError>,
+    pub high_watermark: i64,
+    /// The end of what a `read_committed` consumer reads: batches stop before it.
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    pub aborted: Vec<Aborted>,
+    /// The whole batches fetched, in log order: the first may start before the offset asked (a
+    /// batch is returned whole).
+    pub batches: Vec<Batch>,
+}
+
+impl Fetched {
+    /// The data batches a `read_committed` consumer reads, in log order: without control
+    /// batches, and without the batches of each aborted transaction from its first offset up to
+    /// its producer's abort marker (the rule of Kafka's Java consumer).
+    pub fn committed(&self) -> Vec<&Batch> {
+        let mut aborted = self.aborted.clone();
+        aborted.sort_by_key(|a| a.first_offset);
+        let (mut next, mut open) = (aborted.iter().peekable(), HashSet::new());
+        let mut kept = Vec::with_capacity(self.batches.len());
+        for b in &self.batches {
+            while let Some(a) = next.next_if(|a| a.first_offset <= b.last_offset()) {
+                open.insert(a.producer_id);
+            }
+            if b.is_control() {
+                if b.marker() == Some(Marker::Abort) {
+                    open.remove(&b.producer_id());
+                }
+            } else if !(b.is_transactional() && open.contains(&b.producer_id())) {
+                kept.push(b);
+            }
+        }
+        kept
+    }
+}
+
+/// The brokers of one cluster and the leaders of the partitions asked about.
+pub struct Cluster {
+    bootstrap: Vec<String>,
+    client_id: String,
+    timeout: Duration,
+    /// Broker id → `host:port`.
+    brokers: HashMap<i32, String>,
+    connections: HashMap<i32, Connection>,
+    leaders: HashMap<(String, i32), Leader>,
+}
+
+impl Cluster {
+    /// A cluster reached through `bootstrap` (comma-separated `host:port`), as `client_id`, each
+    /// request waiting at most `timeout`; it learns its brokers at once. Errors: as
+    /// [`Self::refresh`].
+    pub async fn connect(bootstrap: &str, client_id: &str, timeout: Duration) -> Result<Self, WireError> {
+        let mut cluster = Self {
+            bootstrap: bootstrap.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+            client_id: client_id.to_string(),
+            timeout,
+            brokers: HashMap::new(),
+            connections: HashMap::new(),
+            leaders: HashMap::new(),
+        };
+        cluster.refresh(&[]).await?;
+        Ok(cluster)
+    }
+
+    /// Asks the brokers and the leaders of every partition of `topics`, through the first
+    /// bootstrap or known broker that answers; partitions without a leader, or of topics the
+    /// cluster does not have, are forgotten. Errors: the last broker's error when none answers;
+    /// [`WireError::Broker`] for a topic the client may not describe.
+    pub async fn refresh(&mut self, topics: &[&str]) -> Result<(), WireError> {
+        let request = MetadataRequest::default().with_allow_auto_topic_creation(false).with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
+                })
+                .collect(),
+        ));
+        let mut addrs: Vec<String> = self.brokers.values().cloned().collect();
+        addrs.extend(self.bootstrap.iter().cloned());
+        let mut failure = None;
+        for addr in addrs {
+            let answer = async {
+                let mut conn = Connection::open(&addr, &self.client_id, self.timeout).await?;
+                conn.call(&request, METADATA_VERSION).await.map(|answer| (conn, answer))
+            };
+            let (conn, answer) = match answer.await {
+                Ok(answered) => answered,
+                Err(e) => {
+                    failure = Some(e);
+                    continue;
+                }
+            };
+            self.brokers =
+                answer.brokers.iter().map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port))).collect();
+            self.connections.retain(|id, c| self.brokers.get(id).is_some_and(|a| a == c.addr()));
+            for topic in &answer.topics {
+                let name = topic.name.as_ref().map(|n| n.0.as_str().to_string()).unwrap_or_default();
+                self.leaders.retain(|(t, _), _| *t != name);
+                match ResponseError::try_from_code(topic.error_code) {
+                    None => {}
+                    Some(ResponseError::UnknownTopicOrPartition | ResponseError::LeaderNotAvailable) => continue,
+                    Some(error) => {
+                        return Err(WireError::Broker {
+                            context: format!("metadata of topic {name} from {addr}"),
+                            error,
+                        })
+                    }
+                }
+                for p in topic.partitions.iter().filter(|p| p.error_code == 0 && p.leader_id.0 >= 0) {
+                    let leader = Leader { broker: p.leader_id.0, epoch: p.leader_epoch };
+                    self.leaders.insert((name.clone(), p.partition_index), leader);
+                }
+            }
+            // Kept: the broker answered, so later requests to it skip a connect.
+            if let Some(id) = self.brokers.iter().find(|(_, a)| **a == addr).map(|(id, _)| *id) {
+                self.connections.entry(id).or_insert(conn);
+            }
+            return Ok(());
+        }
+        Err(failure.unwrap_or_else(|| WireError::Io {
+            addr: String::new(),
+            source: std::io::Error::other("no bootstrap servers given"),
+        }))
+    }
+
+    /// The leader of `topic`/`partition` as last refreshed.
+    pub fn leader(&self, topic: &str, partition: i32) -> Option<Leader> {
+        self.leaders.get(&(topic.to_string(), partition)).copied()
+    }
+
+    /// Fetches `at` (`read_committed`) from their leaders, one request per leader, sent together:
+    /// each leader answers once it has a byte or after `max_wait`, at most `partition_max_bytes`
+    /// per partition (a batch larger than that still comes whole). Errors:
+    /// [`WireError::NoLeader`] for a partition not refreshed; a leader's request failing (its
+    /// connection is dropped, the next fetch opens a new one); a batch that cannot be forwarded
+    /// ([`WireError::Batch`]). A partition's own error comes back in its [`Fetched::error`].
+    pub async fn fetch(
+        &mut self,
+        at: &[FetchAt],
+        max_wait: Duration,
+        partition_max_bytes: i32,
+    ) -> Result<Vec<Fetched>, WireError> {
+        let mut by_leader: HashMap<i32, Vec<(&FetchAt, i32)>> = HashMap::new();
+        for a in at {
+            let leader = self
+                .leader(&a.topic, a.partition)
+                .ok_or_else(|| WireError::NoLeader { topic: a.topic.clone(), partition: a.partition })?;
+            by_leader.entry(leader.broker).or_default().push((a, leader.epoch));
+        }
+        let max_wait_ms = i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX);
+        let mut asking = Vec::with_capacity(by_leader.len());
+        for (broker, wanted) in by_leader {
+            let mut conn = self.connection(broker).await?;
+            let request = FetchRequest::default()
+                .with_max_wait_ms(max_wait_ms)
+                .with_min_bytes(1)
+                .with_max_bytes(FETCH_MAX_BYTES)
+                .with_isolation_level(READ_COMMITTED)
+                .with_topics(fetch_topics(&wanted, partition_max_bytes));
+            asking.push(async move {
+                let answer = conn.call(&request, FETCH_VERSION).await;
+                (broker, conn, answer)
+            });
+        }
+        let mut fetched = Vec::new();
+        let mut failure = None;
+        for (broker, conn, answer) in futures::future::join_all(asking).await {
+            let answer = answer.and_then(|a| conn.check(a.error_code, "Fetch").map(|()| a));
+            if !conn.is_broken() {
+                self.connections.insert(broker, conn);
+            }
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(e) => {
+                    failure.get_or_insert(e);
+                    continue;
+                }
+            };
+            for topic in answer.responses {
+                let name = topic.topic.0.as_str().to_string();
+                for p in topic.partitions {
+                    let batches = match p.records {
+                        Some(records) => batch::split(records).map_err(|source| WireError::Batch {
+                            topic: name.clone(),
+                            partition: p.partition_index,
+                            source,
+                        })?,
+                        None => Vec::new(),
+                    };
+                    fetched.push(Fetched {
+                        topic: name.clone(),
+                        partition: p.partition_index,
+                        error: ResponseError::try_from_code(p.error_code),
+                        high_watermark: p.high_watermark,
+                        last_stable_offset: p.last_stable_offset,
+                        log_start_offset: p.log_start_offset,
+                        aborted: p
+                            .aborted_transactions
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|a| Aborted { producer_id: a.producer_id.0, first_offset: a.first_offset })
+                            .collect(),
+                        batches,
+                    });
+                }
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(fetched),
+        }
+    }
+
+    /// The open connection to `broker`, or a new one (the old one failed or there was none).
+    async fn connection(&mut self, broker: i32) -> Result<Connection, WireError> {
+        match self.connections.remove(&broker) {
+            Some(conn) if !conn.is_broken() => Ok(conn),
+            _ => {
+                let addr = self.brokers.get(&broker).ok_or_else(|| WireError::Io {
+                    addr: format!("broker {broker}"),
+                    source: std::io::Error::other("not in the cluster's metadata"),
+                })?;
+                Connection::open(addr, &self.client_id, self.timeout).await
+            }
+        }
+    }
+}
+
+/// The fetch request's topics for `wanted` (each with its leader epoch), grouped by topic.
+fn fetch_topics(wanted: &[(&FetchAt, i32)], partition_max_bytes: i32) -> Vec<FetchTopic> {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (a, epoch) in wanted {
+        let partition = FetchPartition::default()
+            .with_partition(a.partition)
+            .with_current_leader_epoch(*epoch)
+            .with_fetch_offset(a.offset)
+            .with_partition_max_bytes(partition_max_bytes);
+        match topics.iter_mut().find(|t| t.topic.0.as_str() == a.topic) {
+            Some(t) => t.partitions.push(partition),
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(a.topic.clone())))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    topics
+}

@@ -1,0 +1,58 @@
+//! What a request through this crate can fail with, naming the broker (`host:port`) it went to.
+
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+
+use crate::batch::BatchError;
+
+/// A failed request or an answer that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The connection failed or closed.
+    #[error("broker {addr}: {source}")]
+    Io {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No answer within the request timeout.
+    #[error("broker {addr}: no answer to {api} within {} ms", .timeout.as_millis())]
+    Timeout { addr: String, api: &'static str, timeout: Duration },
+    /// A request could not be encoded, or an answer decoded (a broker speaking another version
+    /// than it said, or a frame cut short).
+    #[error("broker {addr}: {api}: {message}")]
+    Protocol { addr: String, api: &'static str, message: String },
+    /// The broker and this client share no version of an API.
+    #[error(
+        "broker {addr}: {api} versions {broker_min}..{broker_max} offered, this client speaks {ours_min}..{ours_max}"
+    )]
+    Unsupported { addr: String, api: &'static str, broker_min: i16, broker_max: i16, ours_min: i16, ours_max: i16 },
+    /// The broker answered with an error code (for the request, or for the topic/partition named).
+    #[error("{context}: {error}")]
+    Broker { context: String, error: ResponseError },
+    /// A fetched partition's records hold a batch that cannot be forwarded.
+    #[error("{topic}/{partition}: {source}")]
+    Batch {
+        topic: String,
+        partition: i32,
+        #[source]
+        source: BatchError,
+    },
+    /// A partition asked for has no known leader: its topic does not exist, or metadata has not
+    /// been refreshed since it was created.
+    #[error("{topic}/{partition}: no leader known")]
+    NoLeader { topic: String, partition: i32 },
+}
+
+impl WireError {
+    /// Whether asking again (after a metadata refresh, for a leader that moved) may succeed: a
+    /// lost connection, a timeout, or a broker error Kafka marks retriable.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Self::Io { .. } | Self::Timeout { .. } | Self::NoLeader { .. } => true,
+            Self::Broker { error, .. } => error.is_retriable(),
+            Self::Protocol { .. } | Self::Unsupported { .. } | Self::Batch { .. } => false,
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! Strait's data-path Kafka client for what librdkafka does not expose: record batches as the
+//! broker stores them (v2, still compressed), for flows that copy batches instead of records
+//! (issue 27, after Pinterest's KIP-712 proposal).
+//!
+//! Requests and responses are Kafka's own message schemas from the `kafka-protocol` crate
+//! (0.18, generated from Apache Kafka 4.1.0's schemas: the brokers Strait is tested against are
+//! 4.1.1); connections, version negotiation and the batch bytes are this crate's. Groups, admin,
+//! offset syncs, positions and checkpoints stay on rdkafka.
+//!
+//! - [`Connection`]: one broker connection, its API versions asked once (ApiVersions).
+//! - [`Cluster`]: the leaders of the partitions asked for (Metadata) and `read_committed`
+//!   fetches of raw batches from them (Fetch), one request per leader.
+//! - [`batch`]: a v2 record batch's header read from its bytes, its CRC32C checked and
+//!   recomputed, and its producer fields rewritten for another producer.
+//! - [`Fetched::committed`]: the data batches a `read_committed` consumer would read, without
+//!   control batches and batches of aborted transactions.
+//!
+//! Only plaintext connections so far: SASL and TLS come with the produce side.
+
+pub mod batch;
+mod cluster;
+mod conn;
+mod error;
+
+pub use batch::Batch;
+pub use cluster::{Aborted, Cluster, FetchAt, Fetched, Leader};
+pub use conn::Connection;
+pub use error::WireError;
