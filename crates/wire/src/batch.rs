@@ -133,7 +133,12 @@ impl Batch {
     /// Offset of its last record: base offset + last offset delta. A compacted batch may hold
     /// fewer records than the offsets it spans.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset() + i64::from(self.i32_at(23))
+        self.base_offset() + i64::from(self.last_offset_delta())
+    }
+    /// Its last record's offset less its first's: the offsets it spans, less one, which is also
+    /// how far its producer's sequence advances past its first record.
+    pub fn last_offset_delta(&self) -> i32 {
+        self.i32_at(23)
     }
     /// Its records.
     pub fn record_count(&self) -> i32 {

@@ -137,7 +137,7 @@ impl Cluster {
         let mut failure = None;
         for addr in addrs {
             let answer = async {
-                let mut conn = Connection::open(&addr, &self.client_id, self.timeout).await?;
+                let conn = Connection::open(&addr, &self.client_id, self.timeout).await?;
                 conn.call(&request, METADATA_VERSION).await.map(|answer| (conn, answer))
             };
             let (conn, answer) = match answer.await {
@@ -170,14 +170,13 @@ impl Cluster {
             }
             // Kept: the broker answered, so later requests to it skip a connect.
             if let Some(id) = self.brokers.iter().find(|(_, a)| **a == addr).map(|(id, _)| *id) {
-                self.connections.entry(id).or_insert(conn);
+                if self.connections.get(&id).is_none_or(Connection::is_broken) {
+                    self.connections.insert(id, conn);
+                }
             }
             return Ok(());
         }
-        Err(failure.unwrap_or_else(|| WireError::Io {
-            addr: String::new(),
-            source: std::io::Error::other("no bootstrap servers given"),
-        }))
+        Err(failure.unwrap_or(WireError::NoBroker))
     }
 
     /// The leader of `topic`/`partition` as last refreshed.
@@ -189,7 +188,7 @@ impl Cluster {
     /// each leader answers once it has a byte or after `max_wait`, at most `partition_max_bytes`
     /// per partition (a batch larger than that still comes whole). Errors:
     /// [`WireError::NoLeader`] for a partition not refreshed; a leader's request failing (its
-    /// connection is dropped, the next fetch opens a new one); a batch that cannot be forwarded
+    /// connection is dropped when broken, the next fetch opens a new one); a batch that cannot be forwarded
     /// ([`WireError::Batch`]). A partition's own error comes back in its [`Fetched::error`].
     pub async fn fetch(
         &mut self,
@@ -207,7 +206,7 @@ impl Cluster {
         let max_wait_ms = i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX);
         let mut asking = Vec::with_capacity(by_leader.len());
         for (broker, wanted) in by_leader {
-            let mut conn = self.connection(broker).await?;
+            let conn = self.connection(broker).await?;
             let request = FetchRequest::default()
                 .with_max_wait_ms(max_wait_ms)
                 .with_min_bytes(1)
@@ -216,16 +215,12 @@ impl Cluster {
                 .with_topics(fetch_topics(&wanted, partition_max_bytes));
             asking.push(async move {
                 let answer = conn.call(&request, FETCH_VERSION).await;
-                (broker, conn, answer)
+                answer.and_then(|a| conn.check(a.error_code, "Fetch").map(|()| a))
             });
         }
         let mut fetched = Vec::new();
         let mut failure = None;
-        for (broker, conn, answer) in futures::future::join_all(asking).await {
-            let answer = answer.and_then(|a| conn.check(a.error_code, "Fetch").map(|()| a));
-            if !conn.is_broken() {
-                self.connections.insert(broker, conn);
-            }
+        for answer in futures::future::join_all(asking).await {
             let answer = match answer {
                 Ok(answer) => answer,
                 Err(e) => {
@@ -268,18 +263,29 @@ impl Cluster {
         }
     }
 
-    /// The open connection to `broker`, or a new one (the old one failed or there was none).
-    async fn connection(&mut self, broker: i32) -> Result<Connection, WireError> {
-        match self.connections.remove(&broker) {
-            Some(conn) if !conn.is_broken() => Ok(conn),
-            _ => {
-                let addr = self.brokers.get(&broker).ok_or_else(|| WireError::Io {
-                    addr: format!("broker {broker}"),
-                    source: std::io::Error::other("not in the cluster's metadata"),
-                })?;
-                Connection::open(addr, &self.client_id, self.timeout).await
-            }
+    /// The open connection to `broker`, or a new one when the old one broke or there was none.
+    /// Errors: `broker` is not in the metadata; [`Connection::open`]'s.
+    pub(crate) async fn connection(&mut self, broker: i32) -> Result<Connection, WireError> {
+        if let Some(conn) = self.connections.get(&broker).filter(|c| !c.is_broken()) {
+            return Ok(conn.clone());
         }
+        let addr = self.brokers.get(&broker).ok_or_else(|| WireError::Io {
+            addr: format!("broker {broker}"),
+            source: std::io::Error::other("not in the cluster's metadata"),
+        })?;
+        let conn = Connection::open(addr, &self.client_id, self.timeout).await?;
+        self.connections.insert(broker, conn.clone());
+        Ok(conn)
+    }
+
+    /// The ids of the brokers in the last metadata.
+    pub(crate) fn broker_ids(&self) -> Vec<i32> {
+        self.brokers.keys().copied().collect()
+    }
+
+    /// The timeout each request waits for its answer.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
     }
 }
 

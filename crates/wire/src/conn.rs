@@ -1,17 +1,28 @@
 //! One plaintext connection to one broker: Kafka's framing (a 4-byte big-endian size, then the
-//! header and body), correlation ids checked, the broker's API versions asked once at open
-//! (ApiVersions v3, KIP-511) and each request spoken at the highest version both sides know.
-//! One request at a time; a connection that failed mid-request is not used again.
+//! header and body), the broker's API versions asked once at open (ApiVersions v3, KIP-511) and
+//! each request spoken at the highest version both sides know.
+//!
+//! Requests are pipelined: [`Connection::send`] writes a request and returns its [`Answer`]
+//! without waiting, so several can be in flight. A broker answers a connection's requests in the
+//! order it read them, so a background task reading the answers hands each to the oldest request
+//! waiting and checks that its correlation id is that request's. A connection that failed (an
+//! I/O error, an answer out of order, a request timed out) is broken for good: every request
+//! waiting on it fails, and its owner opens a new one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::ResponseError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
 
 use crate::WireError;
 
@@ -21,24 +32,95 @@ const MAX_FRAME: usize = 256 << 20;
 /// ApiVersions v3: the first with the client's software name, answered by every Kafka since 2.4.
 const API_VERSIONS_VERSION: i16 = 3;
 
-/// A connection to one broker.
+/// A connection to one broker; clones share it.
+#[derive(Clone)]
 pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     addr: String,
-    stream: TcpStream,
     client_id: StrBytes,
     timeout: Duration,
-    correlation_id: i32,
-    /// API key → (min, max) version the broker speaks.
-    versions: HashMap<i16, (i16, i16)>,
-    /// A request failed mid-way: the stream may hold a late answer.
-    broken: bool,
+    /// API key → (min, max) version the broker speaks, set once at open.
+    versions: OnceLock<HashMap<i16, (i16, i16)>>,
+    /// The write half and the last correlation id used, taken together so that requests are
+    /// written, and queued for their answers, in one order.
+    writer: tokio::sync::Mutex<(OwnedWriteHalf, i32)>,
+    waiting: Arc<Waiting>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// The requests written and not yet answered, oldest first, shared with the reading task.
+struct Waiting {
+    queue: Mutex<VecDeque<(i32, oneshot::Sender<Bytes>)>>,
+    broken: AtomicBool,
+    /// Why the connection broke, for the requests that were waiting on it.
+    reason: Mutex<String>,
+}
+
+impl Waiting {
+    /// Breaks the connection: every request waiting fails with `reason`.
+    fn fail(&self, reason: String) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.broken.swap(true, Ordering::SeqCst) {
+            *self.reason.lock().unwrap_or_else(|e| e.into_inner()) = reason;
+        }
+        queue.clear();
+    }
+
+    fn reason(&self) -> String {
+        self.reason.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The answer to one request sent with [`Connection::send`], to be awaited with [`Self::get`].
+#[must_use = "an answer not awaited is dropped when it comes"]
+pub struct Answer<R> {
+    addr: String,
+    api: &'static str,
+    version: i16,
+    timeout: Duration,
+    waiting: Arc<Waiting>,
+    answer: oneshot::Receiver<Bytes>,
+    _response: PhantomData<fn() -> R>,
+}
+
+impl<R: Decodable + HeaderVersion> Answer<R> {
+    /// The broker's answer (its error codes left to the caller), waited for at most the
+    /// connection's timeout from now. Errors: [`WireError::Timeout`], after which the connection
+    /// is broken; [`WireError::Io`] when it broke before the answer came; [`WireError::Protocol`]
+    /// for an answer that does not decode.
+    pub async fn get(self) -> Result<R, WireError> {
+        let (addr, api) = (self.addr, self.api);
+        let mut body = match tokio::time::timeout(self.timeout, self.answer).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(_)) => {
+                let source = std::io::Error::other(self.waiting.reason());
+                return Err(WireError::Io { addr, source });
+            }
+            Err(_) => {
+                self.waiting.fail(format!("no answer to {api} within {} ms", self.timeout.as_millis()));
+                return Err(WireError::Timeout { addr, api, timeout: self.timeout });
+            }
+        };
+        let protocol = |message: String| WireError::Protocol { addr: addr.clone(), api, message };
+        ResponseHeader::decode(&mut body, R::header_version(self.version)).map_err(|e| protocol(e.to_string()))?;
+        R::decode(&mut body, self.version).map_err(|e| protocol(e.to_string()))
+    }
 }
 
 impl Connection {
-    /// Connects to `addr` (`host:port`) as `client_id` and asks the broker's API versions; each
-    /// step, and every later request, waits at most `timeout`. Errors: [`WireError::Io`] or
-    /// [`WireError::Timeout`] when the broker cannot be reached; [`WireError::Broker`] when it
-    /// refuses ApiVersions.
+    /// Connects to `addr` (`host:port`) as `client_id` and asks the broker's API versions; the
+    /// connect, and the answer to every request, wait at most `timeout`. Errors:
+    /// [`WireError::Io`] or [`WireError::Timeout`] when the broker cannot be reached;
+    /// [`WireError::Broker`] when it refuses ApiVersions.
     pub async fn open(addr: &str, client_id: &str, timeout: Duration) -> Result<Self, WireError> {
         let io = |source| WireError::Io { addr: addr.to_string(), source };
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
@@ -46,43 +128,51 @@ impl Connection {
             .map_err(|_| WireError::Timeout { addr: addr.to_string(), api: "connect", timeout })?
             .map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
-        let mut conn = Self {
-            addr: addr.to_string(),
-            stream,
-            client_id: StrBytes::from_string(client_id.to_string()),
-            timeout,
-            correlation_id: 0,
-            versions: HashMap::new(),
-            broken: false,
+        let (read, write) = stream.into_split();
+        let waiting =
+            Arc::new(Waiting { queue: Mutex::default(), broken: AtomicBool::new(false), reason: Mutex::default() });
+        let reader = tokio::spawn(read_answers(read, waiting.clone()));
+        let conn = Self {
+            inner: Arc::new(Inner {
+                addr: addr.to_string(),
+                client_id: StrBytes::from_string(client_id.to_string()),
+                timeout,
+                versions: OnceLock::new(),
+                writer: tokio::sync::Mutex::new((write, 0)),
+                waiting,
+                reader,
+            }),
         };
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("strait"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let answer = conn.call_at(&request, API_VERSIONS_VERSION).await?;
+        let answer = conn.send_at(&request, API_VERSIONS_VERSION).await?.get().await?;
         conn.check(answer.error_code, "ApiVersions")?;
-        conn.versions = answer.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
+        let versions = answer.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
+        let _ = conn.inner.versions.set(versions);
         Ok(conn)
     }
 
     /// The broker's `host:port`.
     pub fn addr(&self) -> &str {
-        &self.addr
+        &self.inner.addr
     }
 
-    /// Whether a request failed mid-way on it, so it must be replaced by a new one.
+    /// Whether it failed, so it must be replaced by a new one.
     pub fn is_broken(&self) -> bool {
-        self.broken
+        self.inner.waiting.broken.load(Ordering::SeqCst)
     }
 
     /// The version of `R` to speak: the highest the broker and this client (up to `cap`) both
     /// know. Errors: [`WireError::Unsupported`] when they share none.
     pub fn version<R: Request>(&self, cap: i16) -> Result<i16, WireError> {
         let (ours_min, ours_max) = (R::VERSIONS.min, R::VERSIONS.max.min(cap));
-        let (broker_min, broker_max) = self.versions.get(&R::KEY).copied().unwrap_or((0, -1));
+        let known = self.inner.versions.get().and_then(|v| v.get(&R::KEY));
+        let (broker_min, broker_max) = known.copied().unwrap_or((0, -1));
         let version = ours_max.min(broker_max);
         if version < ours_min.max(broker_min) {
             return Err(WireError::Unsupported {
-                addr: self.addr.clone(),
+                addr: self.addr().to_string(),
                 api: api_name::<R>(),
                 broker_min,
                 broker_max,
@@ -93,51 +183,40 @@ impl Connection {
         Ok(version)
     }
 
-    /// Sends `request` at [`Self::version`]`(cap)` and returns the broker's answer (its error
-    /// codes left to the caller). Errors: [`WireError::Unsupported`]; [`WireError::Io`],
-    /// [`WireError::Timeout`] or [`WireError::Protocol`], after which the connection is broken.
-    pub async fn call<R: Request>(&mut self, request: &R, cap: i16) -> Result<R::Response, WireError> {
+    /// Sends `request` at [`Self::version`]`(cap)` and waits for the broker's answer: [`Self::send`]
+    /// then [`Answer::get`].
+    pub async fn call<R: Request>(&self, request: &R, cap: i16) -> Result<R::Response, WireError> {
+        self.send(request, cap).await?.get().await
+    }
+
+    /// Writes `request` at [`Self::version`]`(cap)`, returning its answer to await while other
+    /// requests go out. Errors: [`WireError::Unsupported`]; [`WireError::Protocol`] when it
+    /// cannot be encoded; [`WireError::Io`] or [`WireError::Timeout`] when it cannot be written,
+    /// after which the connection is broken.
+    pub async fn send<R: Request>(&self, request: &R, cap: i16) -> Result<Answer<R::Response>, WireError> {
         let version = self.version::<R>(cap)?;
-        self.call_at(request, version).await
+        self.send_at(request, version).await
     }
 
     /// `error_code` of an answer to `api` as an error naming this broker.
     pub fn check(&self, error_code: i16, api: &str) -> Result<(), WireError> {
         match ResponseError::try_from_code(error_code) {
             None => Ok(()),
-            Some(error) => Err(WireError::Broker { context: format!("broker {}: {api}", self.addr), error }),
+            Some(error) => Err(WireError::Broker { context: format!("broker {}: {api}", self.addr()), error }),
         }
     }
 
-    async fn call_at<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, WireError> {
-        if self.broken {
-            let source = std::io::Error::other("the connection failed during an earlier request");
-            return Err(WireError::Io { addr: self.addr.clone(), source });
-        }
-        let (api, timeout) = (api_name::<R>(), self.timeout);
-        let answer = match tokio::time::timeout(timeout, self.exchange(request, version, api)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(WireError::Timeout { addr: self.addr.clone(), api, timeout }),
-        };
-        self.broken = answer.is_err();
-        answer
-    }
-
-    async fn exchange<R: Request>(
-        &mut self,
-        request: &R,
-        version: i16,
-        api: &'static str,
-    ) -> Result<R::Response, WireError> {
-        let addr = &self.addr;
+    async fn send_at<R: Request>(&self, request: &R, version: i16) -> Result<Answer<R::Response>, WireError> {
+        let inner = &self.inner;
+        let (addr, api, timeout) = (inner.addr.clone(), api_name::<R>(), inner.timeout);
         let protocol = |message: String| WireError::Protocol { addr: addr.clone(), api, message };
-        let io = |source| WireError::Io { addr: addr.clone(), source };
-        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let mut writer = inner.writer.lock().await;
+        let correlation_id = writer.1.wrapping_add(1);
         let header = RequestHeader::default()
             .with_request_api_key(R::KEY)
             .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(self.client_id.clone()));
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(inner.client_id.clone()));
         let mut frame = BytesMut::new();
         frame.put_i32(0);
         header
@@ -147,26 +226,60 @@ impl Connection {
         let size =
             i32::try_from(frame.len() - 4).map_err(|_| protocol(format!("a request of {} bytes", frame.len())))?;
         frame[..4].copy_from_slice(&size.to_be_bytes());
-        self.stream.write_all(&frame).await.map_err(io)?;
 
-        let size = self.stream.read_i32().await.map_err(io)?;
-        let size = usize::try_from(size)
-            .ok()
-            .filter(|s| *s <= MAX_FRAME)
-            .ok_or_else(|| protocol(format!("an answer of {size} bytes")))?;
-        let mut body = BytesMut::zeroed(size);
-        self.stream.read_exact(&mut body).await.map_err(io)?;
-        let mut body = body.freeze();
-        let header = ResponseHeader::decode(&mut body, <R::Response as HeaderVersion>::header_version(version))
-            .map_err(|e| protocol(e.to_string()))?;
-        if header.correlation_id != self.correlation_id {
-            return Err(protocol(format!(
-                "answer to request {} where {} was asked",
-                header.correlation_id, self.correlation_id
-            )));
+        let (tx, answer) = oneshot::channel();
+        {
+            // Checked under the queue's lock: a connection that breaks now fails this request too.
+            let mut queue = inner.waiting.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if inner.waiting.broken.load(Ordering::SeqCst) {
+                let source = std::io::Error::other(inner.waiting.reason());
+                return Err(WireError::Io { addr, source });
+            }
+            queue.push_back((correlation_id, tx));
         }
-        R::Response::decode(&mut body, version).map_err(|e| protocol(e.to_string()))
+        writer.1 = correlation_id;
+        match tokio::time::timeout(timeout, writer.0.write_all(&frame)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(source)) => {
+                inner.waiting.fail(format!("writing {api}: {source}"));
+                return Err(WireError::Io { addr, source });
+            }
+            Err(_) => {
+                inner.waiting.fail(format!("{api} not written within {} ms", timeout.as_millis()));
+                return Err(WireError::Timeout { addr, api, timeout });
+            }
+        }
+        let waiting = inner.waiting.clone();
+        Ok(Answer { addr, api, version, timeout, waiting, answer, _response: PhantomData })
     }
+}
+
+/// Reads answers until the connection fails, each handed to the oldest request waiting.
+async fn read_answers(mut read: OwnedReadHalf, waiting: Arc<Waiting>) {
+    let reason = loop {
+        let body = match read_frame(&mut read).await {
+            Ok(body) => body,
+            Err(reason) => break reason,
+        };
+        // Every response header (v0 and v1) starts with the correlation id.
+        let Some(id) = body.get(..4).map(|mut b| b.get_i32()) else { break "an answer without a header".into() };
+        let next = waiting.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        match next {
+            // The request's owner may have stopped waiting: its answer is dropped.
+            Some((expected, tx)) if expected == id => drop(tx.send(body)),
+            Some((expected, _)) => break format!("answer to request {id} where {expected} was next"),
+            None => break format!("answer to request {id}, which was not asked"),
+        }
+    };
+    waiting.fail(reason);
+}
+
+async fn read_frame(read: &mut OwnedReadHalf) -> Result<Bytes, String> {
+    let size = read.read_i32().await.map_err(|e| format!("reading: {e}"))?;
+    let size = usize::try_from(size).ok().filter(|s| *s <= MAX_FRAME).ok_or(format!("an answer of {size} bytes"))?;
+    let mut body = BytesMut::zeroed(size);
+    read.read_exact(&mut body).await.map_err(|e| format!("reading: {e}"))?;
+    Ok(body.freeze())
 }
 
 /// `FetchRequest` for `kafka_protocol::messages::fetch_request::FetchRequest`.

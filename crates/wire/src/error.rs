@@ -43,6 +43,13 @@ pub enum WireError {
     /// been refreshed since it was created.
     #[error("{topic}/{partition}: no leader known")]
     NoLeader { topic: String, partition: i32 },
+    /// No broker is known to send a request to: none given, or none in the metadata.
+    #[error("no broker known to ask")]
+    NoBroker,
+    /// A batch the target refused for good, or did not append within the delivery timeout;
+    /// `offset` is the batch's base offset on the source.
+    #[error("{topic}/{partition}: the batch from source offset {offset} was not produced: {reason}")]
+    NotProduced { topic: String, partition: i32, offset: i64, reason: String },
 }
 
 impl WireError {
@@ -50,9 +57,9 @@ impl WireError {
     /// lost connection, a timeout, or a broker error Kafka marks retriable.
     pub fn is_retriable(&self) -> bool {
         match self {
-            Self::Io { .. } | Self::Timeout { .. } | Self::NoLeader { .. } => true,
+            Self::Io { .. } | Self::Timeout { .. } | Self::NoLeader { .. } | Self::NoBroker => true,
             Self::Broker { error, .. } => error.is_retriable(),
-            Self::Protocol { .. } | Self::Unsupported { .. } | Self::Batch { .. } => false,
+            Self::Protocol { .. } | Self::Unsupported { .. } | Self::Batch { .. } | Self::NotProduced { .. } => false,
         }
     }
 }

@@ -7,22 +7,28 @@
 //! 4.1.1); connections, version negotiation and the batch bytes are this crate's. Groups, admin,
 //! offset syncs, positions and checkpoints stay on rdkafka.
 //!
-//! - [`Connection`]: one broker connection, its API versions asked once (ApiVersions).
+//! - [`Connection`]: one broker connection, its API versions asked once (ApiVersions), its
+//!   requests pipelined.
 //! - [`Cluster`]: the leaders of the partitions asked for (Metadata) and `read_committed`
 //!   fetches of raw batches from them (Fetch), one request per leader.
 //! - [`batch`]: a v2 record batch's header read from its bytes, its CRC32C checked and
 //!   recomputed, and its producer fields rewritten for another producer.
+//! - [`Producer`]: an idempotent producer of whole batches (InitProducerId, Produce with
+//!   `acks=all`), up to [`MAX_IN_FLIGHT`] requests unanswered per leader, retries keeping their
+//!   sequence.
 //! - [`Fetched::committed`]: the data batches a `read_committed` consumer would read, without
 //!   control batches and batches of aborted transactions.
 //!
-//! Only plaintext connections so far: SASL and TLS come with the produce side.
+//! Only plaintext connections so far: SASL and TLS come next.
 
 pub mod batch;
 mod cluster;
 mod conn;
 mod error;
+mod produce;
 
 pub use batch::Batch;
 pub use cluster::{Aborted, Cluster, FetchAt, Fetched, Leader};
-pub use conn::Connection;
+pub use conn::{Answer, Connection};
 pub use error::WireError;
+pub use produce::{Appended, Outgoing, Producer, MAX_IN_FLIGHT};

@@ -22,6 +22,7 @@ use strait_testkit::multi::{self, Control};
 
 use crate::support::*;
 
+mod batches;
 mod watermarks;
 
 const PARTITIONS: i32 = 3;

@@ -1,15 +1,21 @@
-//! The batch path's client (`strait-wire`, issue 27) against a real broker: a raw
+//! The batch path's client (`strait-wire`, issue 27) against real brokers: a raw
 //! `read_committed` fetch returns the batches as the broker stores them, and the batches it
-//! keeps are the records Kafka's own `read_committed` consumer reads.
+//! keeps are the records Kafka's own `read_committed` consumer reads; batches produced to
+//! another cluster are stored byte for byte as fetched, but for the producer's fields, CRC and
+//! offsets, in every codec and with a timestamp of 0.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::records::RecordBatchDecoder;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::records::{
+    Compression as Codec, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 use rdkafka::config::ClientConfig;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer as _, ThreadedProducer};
 use strait_wire::batch::{Compression, Marker};
-use strait_wire::{Batch, Cluster, FetchAt, Fetched};
+use strait_wire::{Appended, Batch, Cluster, FetchAt, Fetched, Outgoing, Producer};
 
 use crate::support::*;
 
@@ -39,10 +45,15 @@ fn transactions(bootstrap: &str, topic: &str) {
     }
 }
 
-/// Every fetch of `topic`'s 2 partitions from offset 0 to the last stable offset, at most
+/// Every fetch of `topic`'s `partitions` from offset 0 to the last stable offset, at most
 /// `partition_max_bytes` per partition per fetch, each next fetch after the last whole batch.
-async fn fetch_all(cluster: &mut Cluster, topic: &str, partition_max_bytes: i32) -> BTreeMap<i32, Vec<Fetched>> {
-    let mut next: BTreeMap<i32, i64> = (0..2).map(|p| (p, 0)).collect();
+pub(crate) async fn fetch_all(
+    cluster: &mut Cluster,
+    topic: &str,
+    partitions: i32,
+    partition_max_bytes: i32,
+) -> BTreeMap<i32, Vec<Fetched>> {
+    let mut next: BTreeMap<i32, i64> = (0..partitions).map(|p| (p, 0)).collect();
     let mut fetches: BTreeMap<i32, Vec<Fetched>> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !next.is_empty() {
@@ -88,7 +99,7 @@ async fn a_raw_fetch_returns_the_stored_batches_and_keeps_what_read_committed_re
     assert!(cluster.leader(&topic, 0).is_some() && cluster.leader(&topic, 1).is_some(), "leaders known");
     // 512 bytes a partition per fetch (a few batches' worth): several fetches per partition, a
     // batch cut at the limit left for the next, and a batch larger than the limit still returned.
-    let fetched = fetch_all(&mut cluster, &topic, 512).await;
+    let fetched = fetch_all(&mut cluster, &topic, 2, 512).await;
     let consumed = read_all(&a, &topic, true);
 
     for p in 0..2 {
@@ -122,5 +133,144 @@ async fn a_raw_fetch_returns_the_stored_batches_and_keeps_what_read_committed_re
         assert_eq!(read.len(), 500 + 40 + 50, "partition {p}: plain, committed, plain records read");
         assert!(read.iter().all(|v| !v.ends_with(b"aborted")), "partition {p}: no aborted record read");
         assert_eq!(kept, read, "partition {p}: the kept batches hold what read_committed reads");
+    }
+}
+
+/// One v2 batch of `count` records `"{prefix}-{first + i}"` made by kafka-protocol's encoder,
+/// each with a key and a header; with `zero_timestamp` the first record is stamped 0.
+pub(crate) fn encoded_batch(prefix: &str, first: usize, count: usize, codec: Codec, zero_timestamp: bool) -> Batch {
+    let records: Vec<Record> = (0..count)
+        .map(|i| {
+            let mut headers = IndexMap::new();
+            headers.insert("n".to_string().into(), Some(Bytes::from(i.to_string())));
+            Record {
+                transactional: false,
+                control: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                // kafka-protocol's encoder keeps in one batch records whose sequence follows their offset.
+                sequence: i as i32,
+                timestamp: if zero_timestamp && i == 0 { 0 } else { now_ms() },
+                key: Some(Bytes::from(format!("k{}", first + i))),
+                value: Some(Bytes::from(format!("{prefix}-{}", first + i))),
+                headers,
+                delete_horizon: false,
+            }
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression: codec })
+        .expect("encode a batch");
+    Batch::new(buf.freeze()).expect("one batch")
+}
+
+const CODECS: [(&str, Codec); 4] =
+    [("gzip", Codec::Gzip), ("snappy", Codec::Snappy), ("lz4", Codec::Lz4), ("zstd", Codec::Zstd)];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn batches_produced_to_another_cluster_are_stored_as_fetched_but_for_producer_fields_crc_and_offsets() {
+    let (a, b) = (cluster(1), cluster(2));
+    let (source, target) = (unique("rawcopys"), unique("rawcopyt"));
+    create_topic(&a, &source, 4, &[]).await;
+    create_topic(&b, &target, 4, &[]).await;
+    // Partition p in codec p: records batched by librdkafka, then batches of kafka-protocol's
+    // encoder whose first record is stamped 0 (librdkafka sends 0 as "now"), then librdkafka's.
+    let mut to_source = Producer::init(
+        Cluster::connect(&a, "wire-test", Duration::from_secs(10)).await.unwrap(),
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("a producer id from the source");
+    for (p, (name, codec)) in CODECS.iter().enumerate() {
+        let p = p as i32;
+        let records = |range: std::ops::Range<i32>| -> Vec<Rec> {
+            range
+                .map(|i| {
+                    let mut r = Rec::simple(p, &format!("{name}-{i}"));
+                    r.key = Some(format!("k{i}").into_bytes());
+                    r.headers = vec![("h".into(), Some(vec![i as u8])), ("empty".into(), None)];
+                    r
+                })
+                .collect()
+        };
+        let settings = [("compression.type", *name), ("linger.ms", "5"), ("batch.size", "4000")];
+        produce_with(&a, &source, &records(0..600), &settings).await;
+        let encoded: Vec<Outgoing> = (0..3)
+            .map(|i| Outgoing {
+                topic: source.clone(),
+                partition: p,
+                batch: encoded_batch(&format!("{name}-enc"), i * 20, 20, *codec, true),
+            })
+            .collect();
+        to_source.produce(&encoded).await.expect("encoded batches produced to the source");
+        produce_with(&a, &source, &records(600..1_200), &settings).await;
+    }
+
+    let mut from_source = Cluster::connect(&a, "wire-test", Duration::from_secs(10)).await.unwrap();
+    from_source.refresh(&[&source]).await.unwrap();
+    let fetched = fetch_all(&mut from_source, &source, 4, 64 << 10).await;
+    let source_batches: BTreeMap<i32, Vec<Batch>> =
+        fetched.iter().map(|(p, fs)| (*p, fs.iter().flat_map(|f| f.committed()).cloned().collect())).collect();
+
+    let mut to_target = Producer::init(
+        Cluster::connect(&b, "wire-test", Duration::from_secs(10)).await.unwrap(),
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("a producer id from the target");
+    // Interleaved across partitions, in calls of 25 batches: each call keeps several requests in
+    // flight, and a partition's sequence runs on from one call to the next.
+    let longest = source_batches.values().map(Vec::len).max().unwrap();
+    let outgoing: Vec<Outgoing> = (0..longest)
+        .flat_map(|i| source_batches.iter().filter_map(move |(p, bs)| bs.get(i).map(|b| (*p, b.clone()))))
+        .map(|(p, batch)| Outgoing { topic: target.clone(), partition: p, batch })
+        .collect();
+    let mut appended: BTreeMap<i32, Vec<Appended>> = BTreeMap::new();
+    for chunk in outgoing.chunks(25) {
+        for (out, a) in chunk.iter().zip(to_target.produce(chunk).await.expect("produced to the target")) {
+            appended.entry(out.partition).or_default().push(a);
+        }
+    }
+
+    let mut from_target = Cluster::connect(&b, "wire-test", Duration::from_secs(10)).await.unwrap();
+    from_target.refresh(&[&target]).await.unwrap();
+    let stored = fetch_all(&mut from_target, &target, 4, 64 << 10).await;
+    let (producer_id, producer_epoch) = to_target.id();
+    for (p, (name, _)) in CODECS.iter().enumerate() {
+        let p = p as i32;
+        let sources = &source_batches[&p];
+        let targets: Vec<&Batch> = stored[&p].iter().flat_map(|f| &f.batches).collect();
+        assert!(sources.len() > 10, "{name}: partition {p} has batches of both makers ({})", sources.len());
+        assert_eq!(targets.len(), sources.len(), "{name}: one target batch per source batch");
+        let mut sequence = 0;
+        for ((s, t), a) in sources.iter().zip(&targets).zip(&appended[&p]) {
+            assert!(t.crc_matches(), "{name}: {t:?} intact");
+            assert_eq!(t.bytes()[61..], s.bytes()[61..], "{name}: the records' bytes as fetched ({s:?})");
+            assert_eq!(
+                (t.attributes(), t.base_timestamp(), t.max_timestamp(), t.last_offset_delta(), t.record_count()),
+                (s.attributes(), s.base_timestamp(), s.max_timestamp(), s.last_offset_delta(), s.record_count()),
+                "{name}: the header's own fields as fetched"
+            );
+            assert_eq!(
+                (t.producer_id(), t.producer_epoch(), t.base_sequence()),
+                (producer_id, producer_epoch, sequence),
+                "{name}: the target producer's fields"
+            );
+            assert_eq!(t.base_offset(), a.base_offset, "{name}: the append answered where the batch is");
+            sequence += t.last_offset_delta() + 1;
+        }
+
+        // What a consumer reads from both is the same, the timestamps of 0 included.
+        // Keys, values, headers and timestamps: everything but the offsets.
+        let read = |bootstrap: &str, topic: &str| -> Vec<Rec> {
+            read_all(bootstrap, topic, true)[&p].iter().map(|(_, r)| r.clone()).collect()
+        };
+        let (from, to) = (read(&a, &source), read(&b, &target));
+        assert_eq!(from.len(), 1_200 + 60, "{name}: every record read from the source");
+        assert_eq!(to, from, "{name}: the target reads as the source");
+        assert_eq!(to.iter().filter(|r| r.timestamp == 0).count(), 3, "{name}: the three timestamps of 0 kept");
     }
 }

@@ -1,0 +1,387 @@
+//! An idempotent producer of whole record batches (KIP-98 idempotence, `acks=all`): each batch
+//! goes to its partition's leader with this producer's id, epoch and next sequence, its records'
+//! bytes as they came.
+//!
+//! Kafka takes one batch per partition in a Produce request (v3 on), so a partition's batches
+//! go in successive requests, up to [`MAX_IN_FLIGHT`] unanswered on a leader's connection (the
+//! limit under which a broker's duplicate check covers every batch resent). A batch that fails
+//! with a retriable error (a leader that moved, a broker restarting, a lost connection) is sent
+//! again with the same sequence after the metadata is refreshed, with its partition's later
+//! batches, until the delivery timeout: the broker appends it once, and answers a resent batch
+//! it already holds with its first offset.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use crate::conn::Answer;
+use crate::{Batch, Cluster, Connection, WireError};
+
+/// Requests unanswered on one connection, as Kafka's idempotent producers allow at most.
+pub const MAX_IN_FLIGHT: usize = 5;
+/// Produce v11: the last version before the implicit partition adds of transactions v2
+/// (KIP-890, v12) and topic ids (v13).
+const PRODUCE_VERSION: i16 = 11;
+/// InitProducerId v4 (KIP-588), answered by Kafka 2.7 on.
+const INIT_PRODUCER_ID_VERSION: i16 = 4;
+/// A request takes the next batch of further partitions while it is smaller than this (bytes).
+const REQUEST_BYTES: usize = 4 << 20;
+/// The first wait before a batch is sent again, doubled up to [`MAX_BACKOFF`].
+const BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// A batch to produce: `batch` as fetched from the source, to `topic`/`partition` of the target.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub topic: String,
+    pub partition: i32,
+    pub batch: Batch,
+}
+
+/// Where a batch was appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The target offset of its first record.
+    pub base_offset: i64,
+    /// The broker's append time (ms) when the target topic uses `LogAppendTime`, else -1.
+    pub log_append_time_ms: i64,
+}
+
+/// An idempotent producer on one cluster.
+pub struct Producer {
+    cluster: Cluster,
+    id: i64,
+    epoch: i16,
+    delivery_timeout: Duration,
+    /// The next base sequence of each partition produced to.
+    sequences: HashMap<(String, i32), i32>,
+    /// Batches put off to a later round by a retriable error, since the start.
+    retried: u64,
+}
+
+impl Producer {
+    /// Asks `cluster` for a producer id (InitProducerId without a transactional id, from any
+    /// broker), retrying retriable errors until `delivery_timeout`; each batch later produced is
+    /// retried as long. Errors: the last broker's error.
+    pub async fn init(mut cluster: Cluster, delivery_timeout: Duration) -> Result<Self, WireError> {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(i32::MAX)
+            .with_producer_id((-1).into())
+            .with_producer_epoch(-1);
+        let deadline = Instant::now() + delivery_timeout;
+        let mut backoff = BACKOFF;
+        loop {
+            let mut failure = None;
+            for broker in cluster.broker_ids() {
+                let answer = match cluster.connection(broker).await {
+                    Ok(conn) => conn
+                        .call(&request, INIT_PRODUCER_ID_VERSION)
+                        .await
+                        .and_then(|a| conn.check(a.error_code, "InitProducerId").map(|()| a)),
+                    Err(e) => Err(e),
+                };
+                match answer {
+                    Ok(a) => {
+                        let (id, epoch) = (a.producer_id.0, a.producer_epoch);
+                        return Ok(Self {
+                            cluster,
+                            id,
+                            epoch,
+                            delivery_timeout,
+                            sequences: HashMap::new(),
+                            retried: 0,
+                        });
+                    }
+                    Err(e) if e.is_retriable() => failure = Some(e),
+                    Err(e) => return Err(e),
+                }
+            }
+            let failure = failure.unwrap_or(WireError::NoBroker);
+            if Instant::now() + backoff > deadline {
+                return Err(failure);
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            cluster.refresh(&[]).await.ok();
+        }
+    }
+
+    /// The producer id and epoch the batches carry.
+    pub fn id(&self) -> (i64, i16) {
+        (self.id, self.epoch)
+    }
+
+    /// Batches put off to a later round by a retriable error (a leader that moved, a lost
+    /// connection) since the start, counted once per round they wait for.
+    pub fn retried(&self) -> u64 {
+        self.retried
+    }
+
+    /// Produces `batches`, in order within each partition, and returns where each was appended,
+    /// in the order given. Each batch gets this producer's id and epoch, its partition's next
+    /// sequence, the transactional bit cleared and its CRC32C recomputed; all else is its
+    /// bytes as fetched. Errors: [`WireError::NotProduced`] naming the topic, partition and
+    /// source offset of a batch the target refuses (too large, invalid) or that was not
+    /// appended within the delivery timeout; the producer's sequences are then unknown and a
+    /// new producer must be started.
+    pub async fn produce(&mut self, batches: &[Outgoing]) -> Result<Vec<Appended>, WireError> {
+        let mut lanes: Vec<Lane> = Vec::new();
+        let mut rewritten = Vec::with_capacity(batches.len());
+        for (i, out) in batches.iter().enumerate() {
+            let key = (out.topic.clone(), out.partition);
+            let sequence = self.sequences.entry(key).or_insert(0);
+            rewritten.push(out.batch.for_producer(self.id, self.epoch, *sequence, false));
+            *sequence = next_sequence(*sequence, out.batch.last_offset_delta() + 1);
+            match lanes.iter_mut().find(|l| l.topic == out.topic && l.partition == out.partition) {
+                Some(lane) => lane.queue.push_back(i),
+                None => lanes.push(Lane { topic: out.topic.clone(), partition: out.partition, queue: [i].into() }),
+            }
+        }
+        let unknown: HashSet<&str> = lanes
+            .iter()
+            .filter(|l| self.cluster.leader(&l.topic, l.partition).is_none())
+            .map(|l| l.topic.as_str())
+            .collect();
+        if !unknown.is_empty() {
+            // Not fatal: a partition still without a leader waits a round and is asked again.
+            self.cluster.refresh(&unknown.into_iter().collect::<Vec<_>>()).await.ok();
+        }
+        let mut appended: Vec<Option<Appended>> = vec![None; batches.len()];
+        let deadline = Instant::now() + self.delivery_timeout;
+        let mut backoff = BACKOFF;
+        while !lanes.is_empty() {
+            let mut by_leader: HashMap<i32, Vec<Lane>> = HashMap::new();
+            let mut waiting = Vec::new();
+            let mut last_error: HashMap<(String, i32), String> = HashMap::new();
+            for lane in lanes {
+                match self.cluster.leader(&lane.topic, lane.partition) {
+                    Some(leader) => by_leader.entry(leader.broker).or_default().push(lane),
+                    None => {
+                        last_error.insert(lane.key(), "no leader known".into());
+                        waiting.push(lane);
+                    }
+                }
+            }
+            let mut driving = Vec::new();
+            for (broker, lanes) in by_leader {
+                match self.cluster.connection(broker).await {
+                    Ok(conn) => driving.push(drive(conn, lanes, &rewritten, self.cluster.timeout())),
+                    Err(e) => {
+                        for lane in lanes {
+                            last_error.insert(lane.key(), e.to_string());
+                            waiting.push(lane);
+                        }
+                    }
+                }
+            }
+            for driven in futures::future::join_all(driving).await {
+                for (i, a) in driven.appended {
+                    appended[i] = Some(a);
+                }
+                if let Some((lane, reason)) = driven.refused {
+                    let i = lane.queue[0];
+                    return Err(not_produced(&batches[i], reason));
+                }
+                for (lane, reason) in driven.retry {
+                    last_error.insert(lane.key(), reason);
+                    waiting.push(lane);
+                }
+            }
+            for lane in &mut waiting {
+                lane.queue.retain(|i| appended[*i].is_none());
+            }
+            waiting.retain(|l| !l.queue.is_empty());
+            lanes = waiting;
+            if lanes.is_empty() {
+                break;
+            }
+            if Instant::now() + backoff > deadline {
+                let lane = &lanes[0];
+                let reason = last_error.remove(&lane.key()).unwrap_or_default();
+                let reason = format!("not appended within {} ms: {reason}", self.delivery_timeout.as_millis());
+                return Err(not_produced(&batches[lane.queue[0]], reason));
+            }
+            self.retried += lanes.iter().map(|l| l.queue.len() as u64).sum::<u64>();
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            let topics: HashSet<&str> = lanes.iter().map(|l| l.topic.as_str()).collect();
+            // A failed refresh leaves the old leaders: the next round fails or finds them moved.
+            self.cluster.refresh(&topics.into_iter().collect::<Vec<_>>()).await.ok();
+        }
+        // Every lane ended empty, so every batch has its append.
+        appended
+            .into_iter()
+            .zip(batches)
+            .map(|(a, out)| a.ok_or_else(|| not_produced(out, "not answered".into())))
+            .collect()
+    }
+}
+
+/// One partition's batches still to append: indexes into the batches given, in order.
+struct Lane {
+    topic: String,
+    partition: i32,
+    queue: VecDeque<usize>,
+}
+
+impl Lane {
+    fn key(&self) -> (String, i32) {
+        (self.topic.clone(), self.partition)
+    }
+}
+
+/// What one leader's connection did with its lanes.
+#[derive(Default)]
+struct Driven {
+    appended: Vec<(usize, Appended)>,
+    /// Lanes with batches left, each with the error that stopped it.
+    retry: Vec<(Lane, String)>,
+    /// A lane whose first batch the broker refused for good.
+    refused: Option<(Lane, String)>,
+}
+
+/// A request sent and its members: (lane, batch index) pairs, one per partition.
+type InFlight = (Answer<ProduceResponse>, Vec<(usize, usize)>);
+
+/// Sends `lanes`' batches over `conn`, a partition's next batch in each next request, up to
+/// [`MAX_IN_FLIGHT`] unanswered, until every batch is answered or the lane stops.
+async fn drive(conn: Connection, mut lanes: Vec<Lane>, batches: &[Batch], timeout: Duration) -> Driven {
+    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    let mut driven = Driven::default();
+    let mut sent = vec![0usize; lanes.len()];
+    let mut stopped: Vec<Option<String>> = vec![None; lanes.len()];
+    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+    let mut throttled_until = Instant::now();
+    let mut broken: Option<String> = None;
+    loop {
+        while broken.is_none() && in_flight.len() < MAX_IN_FLIGHT {
+            let mut members = Vec::new();
+            let mut bytes = 0;
+            for (l, lane) in lanes.iter().enumerate() {
+                if stopped[l].is_none() && sent[l] < lane.queue.len() && (members.is_empty() || bytes < REQUEST_BYTES) {
+                    let i = lane.queue[sent[l]];
+                    bytes += batches[i].bytes().len();
+                    members.push((l, i));
+                    sent[l] += 1;
+                }
+            }
+            if members.is_empty() {
+                break;
+            }
+            tokio::time::sleep_until(throttled_until.into()).await;
+            let request = produce_request(&lanes, &members, batches, timeout_ms);
+            match conn.send(&request, PRODUCE_VERSION).await {
+                Ok(answer) => in_flight.push_back((answer, members)),
+                Err(e) => broken = Some(e.to_string()),
+            }
+        }
+        let Some((answer, members)) = in_flight.pop_front() else { break };
+        let answer = match answer.get().await {
+            Ok(answer) => answer,
+            Err(e) => {
+                broken.get_or_insert(e.to_string());
+                continue;
+            }
+        };
+        if answer.throttle_time_ms > 0 {
+            // KIP-219: the broker answered at once and holds the connection's next requests.
+            throttled_until = Instant::now() + Duration::from_millis(answer.throttle_time_ms as u64);
+        }
+        for (l, i) in members {
+            let lane = &lanes[l];
+            let Some(p) = answer
+                .responses
+                .iter()
+                .filter(|t| t.name.0.as_str() == lane.topic)
+                .flat_map(|t| &t.partition_responses)
+                .find(|p| p.index == lane.partition)
+            else {
+                stopped[l].get_or_insert_with(|| "the answer left the partition out".into());
+                continue;
+            };
+            match ResponseError::try_from_code(p.error_code) {
+                None => driven
+                    .appended
+                    .push((i, Appended { base_offset: p.base_offset, log_append_time_ms: p.log_append_time_ms })),
+                // Out of order after an earlier batch of the lane failed: that batch was not
+                // appended, so neither was this one; both go again.
+                Some(ResponseError::OutOfOrderSequenceNumber) if stopped[l].is_some() => {}
+                Some(error) if error.is_retriable() => {
+                    stopped[l].get_or_insert_with(|| format!("broker {}: {error}", conn.addr()));
+                }
+                Some(error) => {
+                    let detail = p.error_message.as_ref().map(|m| format!(" ({})", m.as_str())).unwrap_or_default();
+                    let reason = format!("broker {} refused it: {error}{detail}", conn.addr());
+                    let mut lane = lanes.swap_remove(l);
+                    lane.queue = [i].into();
+                    driven.refused = Some((lane, reason));
+                    return driven;
+                }
+            }
+        }
+    }
+    let done: HashSet<usize> = driven.appended.iter().map(|(i, _)| *i).collect();
+    for (l, mut lane) in lanes.into_iter().enumerate() {
+        lane.queue.retain(|i| !done.contains(i));
+        if !lane.queue.is_empty() {
+            let reason = stopped[l].take().or_else(|| broken.clone()).unwrap_or_else(|| "not answered".into());
+            driven.retry.push((lane, reason));
+        }
+    }
+    driven
+}
+
+/// The Produce request of `members` (lane, batch index), one batch per partition.
+fn produce_request(lanes: &[Lane], members: &[(usize, usize)], batches: &[Batch], timeout_ms: i32) -> ProduceRequest {
+    let mut topics: Vec<TopicProduceData> = Vec::new();
+    for &(l, i) in members {
+        let lane = &lanes[l];
+        let partition =
+            PartitionProduceData::default().with_index(lane.partition).with_records(Some(batches[i].bytes().clone()));
+        match topics.iter_mut().find(|t| t.name.0.as_str() == lane.topic) {
+            Some(t) => t.partition_data.push(partition),
+            None => topics.push(
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_string(lane.topic.clone())))
+                    .with_partition_data(vec![partition]),
+            ),
+        }
+    }
+    ProduceRequest::default().with_acks(-1).with_timeout_ms(timeout_ms).with_topic_data(topics)
+}
+
+fn not_produced(out: &Outgoing, reason: String) -> WireError {
+    WireError::NotProduced {
+        topic: out.topic.clone(),
+        partition: out.partition,
+        offset: out.batch.base_offset(),
+        reason,
+    }
+}
+
+/// `sequence` advanced by `by` records, wrapping from `i32::MAX` to 0 as Kafka's sequences do.
+fn next_sequence(sequence: i32, by: i32) -> i32 {
+    if sequence > i32::MAX - by {
+        by - (i32::MAX - sequence) - 1
+    } else {
+        sequence + by
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_sequence;
+
+    #[test]
+    fn sequences_wrap_to_zero_past_the_largest() {
+        assert_eq!(next_sequence(0, 5), 5);
+        assert_eq!(next_sequence(i32::MAX - 5, 5), i32::MAX);
+        assert_eq!(next_sequence(i32::MAX - 4, 5), 0);
+        assert_eq!(next_sequence(i32::MAX, 3), 2);
+    }
+}
