@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::batch::{self, Marker};
-use crate::{Batch, Connection, WireError};
+use crate::{by_topic, Batch, Connection, WireError};
 
 /// Metadata v12: the last version that names topics in the request (v13 adds nothing used here).
 const METADATA_VERSION: i16 = 12;
@@ -291,21 +291,16 @@ impl Cluster {
 
 /// The fetch request's topics for `wanted` (each with its leader epoch), grouped by topic.
 fn fetch_topics(wanted: &[(&FetchAt, i32)], partition_max_bytes: i32) -> Vec<FetchTopic> {
-    let mut topics: Vec<FetchTopic> = Vec::new();
-    for (a, epoch) in wanted {
+    let partitions = wanted.iter().map(|(a, epoch)| {
         let partition = FetchPartition::default()
             .with_partition(a.partition)
             .with_current_leader_epoch(*epoch)
             .with_fetch_offset(a.offset)
             .with_partition_max_bytes(partition_max_bytes);
-        match topics.iter_mut().find(|t| t.topic.0.as_str() == a.topic) {
-            Some(t) => t.partitions.push(partition),
-            None => topics.push(
-                FetchTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string(a.topic.clone())))
-                    .with_partitions(vec![partition]),
-            ),
-        }
-    }
-    topics
+        (a.topic.as_str(), partition)
+    });
+    by_topic(partitions)
+        .into_iter()
+        .map(|(topic, partitions)| FetchTopic::default().with_topic(topic).with_partitions(partitions))
+        .collect()
 }

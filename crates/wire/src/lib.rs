@@ -32,3 +32,23 @@ pub use cluster::{Aborted, Cluster, FetchAt, Fetched, Leader};
 pub use conn::{Answer, Connection};
 pub use error::WireError;
 pub use produce::{Appended, Outgoing, Producer, MAX_IN_FLIGHT};
+
+use std::collections::HashMap;
+
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+
+/// `items` grouped by their topic, topics in the order first seen and each topic's items in the
+/// order given: the shape of every request that names topics, then their partitions.
+pub(crate) fn by_topic<'a, T>(items: impl IntoIterator<Item = (&'a str, T)>) -> Vec<(TopicName, Vec<T>)> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut topics: Vec<(TopicName, Vec<T>)> = Vec::new();
+    for (topic, item) in items {
+        let at = *index.entry(topic).or_insert_with(|| {
+            topics.push((TopicName(StrBytes::from_string(topic.to_string())), Vec::new()));
+            topics.len() - 1
+        });
+        topics[at].1.push(item);
+    }
+    topics
+}

@@ -14,12 +14,11 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
 use crate::conn::Answer;
-use crate::{Batch, Cluster, Connection, WireError};
+use crate::{by_topic, Batch, Cluster, Connection, WireError};
 
 /// Requests unanswered on one connection, as Kafka's idempotent producers allow at most.
 pub const MAX_IN_FLIGHT: usize = 5;
@@ -131,16 +130,18 @@ impl Producer {
     /// new producer must be started.
     pub async fn produce(&mut self, batches: &[Outgoing]) -> Result<Vec<Appended>, WireError> {
         let mut lanes: Vec<Lane> = Vec::new();
+        let mut lane_of: HashMap<(&str, i32), usize> = HashMap::new();
         let mut rewritten = Vec::with_capacity(batches.len());
         for (i, out) in batches.iter().enumerate() {
             let key = (out.topic.clone(), out.partition);
             let sequence = self.sequences.entry(key).or_insert(0);
             rewritten.push(out.batch.for_producer(self.id, self.epoch, *sequence, false));
             *sequence = next_sequence(*sequence, out.batch.last_offset_delta() + 1);
-            match lanes.iter_mut().find(|l| l.topic == out.topic && l.partition == out.partition) {
-                Some(lane) => lane.queue.push_back(i),
-                None => lanes.push(Lane { topic: out.topic.clone(), partition: out.partition, queue: [i].into() }),
-            }
+            let l = *lane_of.entry((&out.topic, out.partition)).or_insert_with(|| {
+                lanes.push(Lane { topic: out.topic.clone(), partition: out.partition, queue: VecDeque::new() });
+                lanes.len() - 1
+            });
+            lanes[l].queue.push_back(i);
         }
         let unknown: HashSet<&str> = lanes
             .iter()
@@ -292,15 +293,14 @@ async fn drive(conn: Connection, mut lanes: Vec<Lane>, batches: &[Batch], timeou
             // KIP-219: the broker answered at once and holds the connection's next requests.
             throttled_until = Instant::now() + Duration::from_millis(answer.throttle_time_ms as u64);
         }
+        let answered: HashMap<(&str, i32), _> = answer
+            .responses
+            .iter()
+            .flat_map(|t| t.partition_responses.iter().map(move |p| ((t.name.0.as_str(), p.index), p)))
+            .collect();
         for (l, i) in members {
             let lane = &lanes[l];
-            let Some(p) = answer
-                .responses
-                .iter()
-                .filter(|t| t.name.0.as_str() == lane.topic)
-                .flat_map(|t| &t.partition_responses)
-                .find(|p| p.index == lane.partition)
-            else {
+            let Some(p) = answered.get(&(lane.topic.as_str(), lane.partition)) else {
                 stopped[l].get_or_insert_with(|| "the answer left the partition out".into());
                 continue;
             };
@@ -338,20 +338,16 @@ async fn drive(conn: Connection, mut lanes: Vec<Lane>, batches: &[Batch], timeou
 
 /// The Produce request of `members` (lane, batch index), one batch per partition.
 fn produce_request(lanes: &[Lane], members: &[(usize, usize)], batches: &[Batch], timeout_ms: i32) -> ProduceRequest {
-    let mut topics: Vec<TopicProduceData> = Vec::new();
-    for &(l, i) in members {
+    let partitions = members.iter().map(|&(l, i)| {
         let lane = &lanes[l];
         let partition =
             PartitionProduceData::default().with_index(lane.partition).with_records(Some(batches[i].bytes().clone()));
-        match topics.iter_mut().find(|t| t.name.0.as_str() == lane.topic) {
-            Some(t) => t.partition_data.push(partition),
-            None => topics.push(
-                TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_string(lane.topic.clone())))
-                    .with_partition_data(vec![partition]),
-            ),
-        }
-    }
+        (lane.topic.as_str(), partition)
+    });
+    let topics = by_topic(partitions)
+        .into_iter()
+        .map(|(name, partitions)| TopicProduceData::default().with_name(name).with_partition_data(partitions))
+        .collect();
     ProduceRequest::default().with_acks(-1).with_timeout_ms(timeout_ms).with_topic_data(topics)
 }
 
