@@ -1,6 +1,7 @@
 //! Clusters whose client listener is SASL_SSL, for security tests: a CA and a broker certificate
-//! made with `openssl` at start, SCRAM-SHA-512 users created by the storage tool when formatting,
-//! and optionally Kafka's `StandardAuthorizer`, with ACLs added through Kafka's own `AclCommand`.
+//! made with `openssl` at start, users with SCRAM-SHA-512 and SCRAM-SHA-256 credentials created by
+//! the storage tool when formatting and PLAIN passwords in the listener's JAAS config, and
+//! optionally Kafka's `StandardAuthorizer`, with ACLs added through Kafka's own `AclCommand`.
 
 use std::fs;
 use std::io;
@@ -13,7 +14,7 @@ use crate::{java_command, kafka_libs, launch, wait_ready, KafkaCluster, Launch};
 pub(crate) struct Listener {
     /// Private key (PKCS#8) and certificate chain, PEM.
     keystore: PathBuf,
-    /// SCRAM-SHA-512 users: (name, password).
+    /// Users (name, password), for every mechanism enabled.
     users: Vec<(String, String)>,
     /// Run the StandardAuthorizer (deny unless an ACL allows; `ANONYMOUS` on the internal
     /// listener is a super user).
@@ -23,9 +24,13 @@ pub(crate) struct Listener {
 impl Listener {
     /// Lines for `server.properties`.
     pub(crate) fn properties(&self) -> String {
+        let scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;";
+        let plain_users: String = self.users.iter().map(|(u, p)| format!(" user_{u}=\"{p}\"")).collect();
         let mut p = format!(
-            "sasl.enabled.mechanisms=SCRAM-SHA-512\n\
-             listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;\n\
+            "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN\n\
+             listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram}\n\
+             listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config={scram}\n\
+             listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};\n\
              ssl.keystore.type=PEM\n\
              ssl.keystore.location={}\n",
             self.keystore.display()
@@ -36,9 +41,12 @@ impl Listener {
         p
     }
 
-    /// `--add-scram` arguments of the storage tool, one per user.
+    /// `--add-scram` arguments of the storage tool, one per user and SCRAM mechanism.
     pub(crate) fn scram_users(&self) -> Vec<String> {
-        self.users.iter().map(|(u, p)| format!("SCRAM-SHA-512=[name={u},password={p}]")).collect()
+        let credential = |(u, p): &(String, String)| {
+            ["SCRAM-SHA-512", "SCRAM-SHA-256"].map(|m| format!("{m}=[name={u},password={p}]"))
+        };
+        self.users.iter().flat_map(credential).collect()
     }
 }
 
@@ -122,7 +130,7 @@ fn certificates(dir: &Path) -> io::Result<(PathBuf, PathBuf)> {
     Ok((dir.join("ca.pem"), keystore))
 }
 
-/// Starts a cluster in `dir` whose client listener is SASL_SSL with SCRAM-SHA-512 `users`
+/// Starts a cluster in `dir` whose client listener is SASL_SSL with SCRAM and PLAIN `users`
 /// (name, password), under the StandardAuthorizer when `authorizer`. Errors as
 /// [`crate::start_clusters`], or openssl failing.
 pub fn start_secure_cluster(dir: &Path, users: &[(&str, &str)], authorizer: bool) -> io::Result<SecureCluster> {
@@ -136,7 +144,7 @@ pub fn start_secure_cluster(dir: &Path, users: &[(&str, &str)], authorizer: bool
 }
 
 impl SecureCluster {
-    /// librdkafka settings of a client of this cluster as `user` with `password`.
+    /// librdkafka settings of a client of this cluster as `user` with `password`, by SCRAM-SHA-512.
     pub fn client_settings(&self, user: &str, password: &str) -> Vec<(String, String)> {
         [
             ("security.protocol", "SASL_SSL"),

@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::batch::{self, Marker};
-use crate::{by_topic, Batch, Connection, WireError};
+use crate::{by_topic, Batch, ClientOptions, Connection, WireError};
 
 /// Metadata v12: the last version that names topics in the request (v13 adds nothing used here).
 const METADATA_VERSION: i16 = 12;
@@ -94,8 +94,7 @@ impl Fetched {
 /// The brokers of one cluster and the leaders of the partitions asked about.
 pub struct Cluster {
     bootstrap: Vec<String>,
-    client_id: String,
-    timeout: Duration,
+    options: ClientOptions,
     /// Broker id → `host:port`.
     brokers: HashMap<i32, String>,
     connections: HashMap<i32, Connection>,
@@ -103,14 +102,12 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A cluster reached through `bootstrap` (comma-separated `host:port`), as `client_id`, each
-    /// request waiting at most `timeout`; it learns its brokers at once. Errors: as
-    /// [`Self::refresh`].
-    pub async fn connect(bootstrap: &str, client_id: &str, timeout: Duration) -> Result<Self, WireError> {
+    /// A cluster reached through `bootstrap` (comma-separated `host:port`), each connection
+    /// opened with `options`; it learns its brokers at once. Errors: as [`Self::refresh`].
+    pub async fn connect(bootstrap: &str, options: ClientOptions) -> Result<Self, WireError> {
         let mut cluster = Self {
             bootstrap: bootstrap.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-            client_id: client_id.to_string(),
-            timeout,
+            options,
             brokers: HashMap::new(),
             connections: HashMap::new(),
             leaders: HashMap::new(),
@@ -137,7 +134,7 @@ impl Cluster {
         let mut failure = None;
         for addr in addrs {
             let answer = async {
-                let conn = Connection::open(&addr, &self.client_id, self.timeout).await?;
+                let conn = Connection::open(&addr, &self.options).await?;
                 conn.call(&request, METADATA_VERSION).await.map(|answer| (conn, answer))
             };
             let (conn, answer) = match answer.await {
@@ -273,7 +270,7 @@ impl Cluster {
             addr: format!("broker {broker}"),
             source: std::io::Error::other("not in the cluster's metadata"),
         })?;
-        let conn = Connection::open(addr, &self.client_id, self.timeout).await?;
+        let conn = Connection::open(addr, &self.options).await?;
         self.connections.insert(broker, conn.clone());
         Ok(conn)
     }
@@ -285,7 +282,7 @@ impl Cluster {
 
     /// The timeout each request waits for its answer.
     pub(crate) fn timeout(&self) -> Duration {
-        self.timeout
+        self.options.timeout
     }
 }
 

@@ -1,6 +1,7 @@
-//! One plaintext connection to one broker: Kafka's framing (a 4-byte big-endian size, then the
-//! header and body), the broker's API versions asked once at open (ApiVersions v3, KIP-511) and
-//! each request spoken at the highest version both sides know.
+//! One connection to one broker: TCP, TLS when asked, Kafka's framing (a 4-byte big-endian size,
+//! then the header and body), the broker's API versions asked once at open (ApiVersions v3,
+//! KIP-511), SASL authentication when asked ([`crate::sasl`]), and each request spoken at the
+//! highest version both sides know.
 //!
 //! Requests are pipelined: [`Connection::send`] writes a request and returns its [`Answer`]
 //! without waiting, so several can be in flight. A broker answers a connection's requests in the
@@ -19,18 +20,38 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::ResponseError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-use crate::WireError;
+use crate::{Security, WireError};
 
 /// The largest answer accepted (bytes): a fetch answers at most its `max_bytes` (Kafka's
 /// `fetch.max.bytes` default is 50 MiB), so a bigger frame is a broken stream.
 const MAX_FRAME: usize = 256 << 20;
 /// ApiVersions v3: the first with the client's software name, answered by every Kafka since 2.4.
 const API_VERSIONS_VERSION: i16 = 3;
+
+/// How connections are opened: the client id they give, how long a connect or a request waits
+/// for its answer, and how they are secured.
+#[derive(Clone)]
+pub struct ClientOptions {
+    pub client_id: String,
+    pub timeout: Duration,
+    pub security: Security,
+}
+
+impl ClientOptions {
+    /// Plaintext connections without authentication.
+    pub fn plaintext(client_id: &str, timeout: Duration) -> Self {
+        Self { client_id: client_id.to_string(), timeout, security: Security::default() }
+    }
+}
+
+/// A TCP or TLS stream.
+trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<S: AsyncRead + AsyncWrite + Send + Unpin> Stream for S {}
+type BoxStream = Box<dyn Stream>;
 
 /// A connection to one broker; clones share it.
 #[derive(Clone)]
@@ -46,7 +67,7 @@ struct Inner {
     versions: OnceLock<HashMap<i16, (i16, i16)>>,
     /// The write half and the last correlation id used, taken together so that requests are
     /// written, and queued for their answers, in one order.
-    writer: tokio::sync::Mutex<(OwnedWriteHalf, i32)>,
+    writer: tokio::sync::Mutex<(WriteHalf<BoxStream>, i32)>,
     waiting: Arc<Waiting>,
     reader: tokio::task::JoinHandle<()>,
 }
@@ -117,25 +138,36 @@ impl<R: Decodable + HeaderVersion> Answer<R> {
 }
 
 impl Connection {
-    /// Connects to `addr` (`host:port`) as `client_id` and asks the broker's API versions; the
-    /// connect, and the answer to every request, wait at most `timeout`. Errors:
+    /// Connects to `addr` (`host:port`) with `options`: TCP, the TLS handshake if asked, the
+    /// broker's API versions, then SASL authentication if asked; the connect, the handshake and
+    /// the answer to every request each wait at most the options' timeout. Errors:
     /// [`WireError::Io`] or [`WireError::Timeout`] when the broker cannot be reached;
-    /// [`WireError::Broker`] when it refuses ApiVersions.
-    pub async fn open(addr: &str, client_id: &str, timeout: Duration) -> Result<Self, WireError> {
+    /// [`WireError::Tls`] when the handshake fails (a certificate not trusted or not naming the
+    /// host); [`WireError::Broker`] when it refuses ApiVersions; [`WireError::Authentication`].
+    pub async fn open(addr: &str, options: &ClientOptions) -> Result<Self, WireError> {
+        let timeout = options.timeout;
         let io = |source| WireError::Io { addr: addr.to_string(), source };
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        let timed_out = |api| WireError::Timeout { addr: addr.to_string(), api, timeout };
+        let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| WireError::Timeout { addr: addr.to_string(), api: "connect", timeout })?
+            .map_err(|_| timed_out("connect"))?
             .map_err(io)?;
-        stream.set_nodelay(true).map_err(io)?;
-        let (read, write) = stream.into_split();
+        tcp.set_nodelay(true).map_err(io)?;
+        let stream: BoxStream = match &options.security.tls {
+            None => Box::new(tcp),
+            Some(tls) => {
+                let handshake = crate::security::tls_handshake(tls, addr, tcp);
+                Box::new(tokio::time::timeout(timeout, handshake).await.map_err(|_| timed_out("the TLS handshake"))??)
+            }
+        };
+        let (read, write) = tokio::io::split(stream);
         let waiting =
             Arc::new(Waiting { queue: Mutex::default(), broken: AtomicBool::new(false), reason: Mutex::default() });
         let reader = tokio::spawn(read_answers(read, waiting.clone()));
         let conn = Self {
             inner: Arc::new(Inner {
                 addr: addr.to_string(),
-                client_id: StrBytes::from_string(client_id.to_string()),
+                client_id: StrBytes::from_string(options.client_id.clone()),
                 timeout,
                 versions: OnceLock::new(),
                 writer: tokio::sync::Mutex::new((write, 0)),
@@ -150,6 +182,9 @@ impl Connection {
         conn.check(answer.error_code, "ApiVersions")?;
         let versions = answer.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
         let _ = conn.inner.versions.set(versions);
+        if let Some(sasl) = &options.security.sasl {
+            crate::sasl::authenticate(&conn, sasl).await?;
+        }
         Ok(conn)
     }
 
@@ -255,7 +290,7 @@ impl Connection {
 }
 
 /// Reads answers until the connection fails, each handed to the oldest request waiting.
-async fn read_answers(mut read: OwnedReadHalf, waiting: Arc<Waiting>) {
+async fn read_answers(mut read: ReadHalf<BoxStream>, waiting: Arc<Waiting>) {
     let reason = loop {
         let body = match read_frame(&mut read).await {
             Ok(body) => body,
@@ -274,7 +309,7 @@ async fn read_answers(mut read: OwnedReadHalf, waiting: Arc<Waiting>) {
     waiting.fail(reason);
 }
 
-async fn read_frame(read: &mut OwnedReadHalf) -> Result<Bytes, String> {
+async fn read_frame(read: &mut ReadHalf<BoxStream>) -> Result<Bytes, String> {
     let size = read.read_i32().await.map_err(|e| format!("reading: {e}"))?;
     let size = usize::try_from(size).ok().filter(|s| *s <= MAX_FRAME).ok_or(format!("an answer of {size} bytes"))?;
     let mut body = BytesMut::zeroed(size);

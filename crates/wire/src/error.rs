@@ -23,6 +23,14 @@ pub enum WireError {
     /// than it said, or a frame cut short).
     #[error("broker {addr}: {api}: {message}")]
     Protocol { addr: String, api: &'static str, message: String },
+    /// The TLS handshake failed: the broker's certificate is not trusted or does not name the
+    /// host, or the broker does not speak TLS there.
+    #[error("broker {addr}: TLS: {message}")]
+    Tls { addr: String, message: String },
+    /// The broker refused the SASL mechanism or the credentials, or its SCRAM answers do not
+    /// check out.
+    #[error("broker {addr}: SASL {mechanism} authentication failed: {message}")]
+    Authentication { addr: String, mechanism: &'static str, message: String },
     /// The broker and this client share no version of an API.
     #[error(
         "broker {addr}: {api} versions {broker_min}..{broker_max} offered, this client speaks {ours_min}..{ours_max}"
@@ -54,12 +62,18 @@ pub enum WireError {
 
 impl WireError {
     /// Whether asking again (after a metadata refresh, for a leader that moved) may succeed: a
-    /// lost connection, a timeout, or a broker error Kafka marks retriable.
+    /// lost connection, a timeout, or a broker error Kafka marks retriable; never a TLS or SASL
+    /// failure, which asking again repeats.
     pub fn is_retriable(&self) -> bool {
         match self {
             Self::Io { .. } | Self::Timeout { .. } | Self::NoLeader { .. } | Self::NoBroker => true,
             Self::Broker { error, .. } => error.is_retriable(),
-            Self::Protocol { .. } | Self::Unsupported { .. } | Self::Batch { .. } | Self::NotProduced { .. } => false,
+            Self::Protocol { .. }
+            | Self::Unsupported { .. }
+            | Self::Tls { .. }
+            | Self::Authentication { .. }
+            | Self::Batch { .. }
+            | Self::NotProduced { .. } => false,
         }
     }
 }

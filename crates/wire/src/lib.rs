@@ -19,19 +19,23 @@
 //! - [`Fetched::committed`]: the data batches a `read_committed` consumer would read, without
 //!   control batches and batches of aborted transactions.
 //!
-//! Only plaintext connections so far: SASL and TLS come next.
+//! - [`Security`]: TLS and SASL (PLAIN, SCRAM-SHA-256/512) from the librdkafka settings of
+//!   `[clusters.client]`, refusing by key what this client cannot honour.
 
 pub mod batch;
 mod cluster;
 mod conn;
 mod error;
 mod produce;
+mod sasl;
+mod security;
 
 pub use batch::Batch;
 pub use cluster::{Aborted, Cluster, FetchAt, Fetched, Leader};
-pub use conn::{Answer, Connection};
+pub use conn::{Answer, ClientOptions, Connection};
 pub use error::WireError;
 pub use produce::{Appended, Outgoing, Producer, MAX_IN_FLIGHT};
+pub use security::{Mechanism, Security, SettingError};
 
 use std::collections::HashMap;
 

@@ -28,3 +28,4 @@ mod sink;
 mod startup_errors;
 mod throttle;
 mod wire;
+mod wire_security;

@@ -15,7 +15,7 @@ use kafka_protocol::records::{
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer as _, ThreadedProducer};
 use strait_wire::batch::{Compression, Marker};
-use strait_wire::{Appended, Batch, Cluster, FetchAt, Fetched, Outgoing, Producer};
+use strait_wire::{Appended, Batch, ClientOptions, Cluster, FetchAt, Fetched, Outgoing, Producer};
 
 use crate::support::*;
 
@@ -94,7 +94,9 @@ async fn a_raw_fetch_returns_the_stored_batches_and_keeps_what_read_committed_re
     tokio::task::spawn_blocking(move || transactions(&bootstrap, &tx_topic)).await.unwrap();
     produce_with(&a, &topic, &plain(1_000..1_100), &lz4).await;
 
-    let mut cluster = Cluster::connect(&a, "strait-wire-test", Duration::from_secs(10)).await.expect("connect");
+    let mut cluster = Cluster::connect(&a, ClientOptions::plaintext("strait-wire-test", Duration::from_secs(10)))
+        .await
+        .expect("connect");
     cluster.refresh(&[&topic]).await.expect("metadata");
     assert!(cluster.leader(&topic, 0).is_some() && cluster.leader(&topic, 1).is_some(), "leaders known");
     // 512 bytes a partition per fetch (a few batches' worth): several fetches per partition, a
@@ -179,7 +181,7 @@ async fn batches_produced_to_another_cluster_are_stored_as_fetched_but_for_produ
     // Partition p in codec p: records batched by librdkafka, then batches of kafka-protocol's
     // encoder whose first record is stamped 0 (librdkafka sends 0 as "now"), then librdkafka's.
     let mut to_source = Producer::init(
-        Cluster::connect(&a, "wire-test", Duration::from_secs(10)).await.unwrap(),
+        Cluster::connect(&a, ClientOptions::plaintext("wire-test", Duration::from_secs(10))).await.unwrap(),
         Duration::from_secs(60),
     )
     .await
@@ -209,14 +211,15 @@ async fn batches_produced_to_another_cluster_are_stored_as_fetched_but_for_produ
         produce_with(&a, &source, &records(600..1_200), &settings).await;
     }
 
-    let mut from_source = Cluster::connect(&a, "wire-test", Duration::from_secs(10)).await.unwrap();
+    let mut from_source =
+        Cluster::connect(&a, ClientOptions::plaintext("wire-test", Duration::from_secs(10))).await.unwrap();
     from_source.refresh(&[&source]).await.unwrap();
     let fetched = fetch_all(&mut from_source, &source, 4, 64 << 10).await;
     let source_batches: BTreeMap<i32, Vec<Batch>> =
         fetched.iter().map(|(p, fs)| (*p, fs.iter().flat_map(|f| f.committed()).cloned().collect())).collect();
 
     let mut to_target = Producer::init(
-        Cluster::connect(&b, "wire-test", Duration::from_secs(10)).await.unwrap(),
+        Cluster::connect(&b, ClientOptions::plaintext("wire-test", Duration::from_secs(10))).await.unwrap(),
         Duration::from_secs(60),
     )
     .await
@@ -235,7 +238,8 @@ async fn batches_produced_to_another_cluster_are_stored_as_fetched_but_for_produ
         }
     }
 
-    let mut from_target = Cluster::connect(&b, "wire-test", Duration::from_secs(10)).await.unwrap();
+    let mut from_target =
+        Cluster::connect(&b, ClientOptions::plaintext("wire-test", Duration::from_secs(10))).await.unwrap();
     from_target.refresh(&[&target]).await.unwrap();
     let stored = fetch_all(&mut from_target, &target, 4, 64 << 10).await;
     let (producer_id, producer_epoch) = to_target.id();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kafka_protocol::records::Compression as Codec;
 use strait_testkit::multi::{self, Control};
-use strait_wire::{Appended, Cluster, Outgoing, Producer};
+use strait_wire::{Appended, ClientOptions, Cluster, Outgoing, Producer};
 
 use super::{create_led_by_one_node, fully_replicated, node, Turn, PARTITIONS, TURN};
 use crate::support::*;
@@ -28,7 +28,8 @@ async fn batches_produced_while_their_leader_is_killed_twice_are_appended_once_i
     let topic = unique("mbbatches");
     create_led_by_one_node(&three, &topic).await;
 
-    let cluster = Cluster::connect(&three, "wire-test", Duration::from_secs(5)).await.expect("connect");
+    let cluster =
+        Cluster::connect(&three, ClientOptions::plaintext("wire-test", Duration::from_secs(5))).await.expect("connect");
     let mut producer = Producer::init(cluster, Duration::from_secs(120)).await.expect("a producer id");
     let calls = Arc::new(AtomicUsize::new(0));
     let (done, name) = (calls.clone(), topic.clone());
