@@ -1,17 +1,18 @@
 //! A cluster seen from its partitions' leaders: Metadata for the leaders and their epochs, and
-//! `read_committed` Fetch requests of raw batches, one per leader, sent together.
+//! `read_committed` Fetch requests of raw batches, one per leader, sent together, each in the
+//! leader's fetch session ([`crate::session`]).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{FetchRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::batch::{self, Marker};
-use crate::{by_topic, Batch, ClientOptions, Connection, WireError};
+use crate::session::Session;
+use crate::{Batch, ClientOptions, Connection, WireError};
 
 /// Metadata v12: the last version that names topics in the request (v13 adds nothing used here).
 const METADATA_VERSION: i16 = 12;
@@ -99,6 +100,8 @@ pub struct Cluster {
     brokers: HashMap<i32, String>,
     connections: HashMap<i32, Connection>,
     leaders: HashMap<(String, i32), Leader>,
+    /// Each leader's fetch session (KIP-227).
+    sessions: HashMap<i32, Session>,
 }
 
 impl Cluster {
@@ -111,6 +114,7 @@ impl Cluster {
             brokers: HashMap::new(),
             connections: HashMap::new(),
             leaders: HashMap::new(),
+            sessions: HashMap::new(),
         };
         cluster.refresh(&[]).await?;
         Ok(cluster)
@@ -183,10 +187,19 @@ impl Cluster {
 
     /// Fetches `at` (`read_committed`) from their leaders, one request per leader, sent together:
     /// each leader answers once it has a byte or after `max_wait`, at most `partition_max_bytes`
-    /// per partition (a batch larger than that still comes whole). Errors:
-    /// [`WireError::NoLeader`] for a partition not refreshed; a leader's request failing (its
-    /// connection is dropped when broken, the next fetch opens a new one); a batch that cannot be forwarded
-    /// ([`WireError::Batch`]). A partition's own error comes back in its [`Fetched::error`].
+    /// per partition (a batch larger than that still comes whole).
+    ///
+    /// Each leader keeps a fetch session (KIP-227): the first fetch names every partition and
+    /// answers for each; later ones name only the partitions whose offset (or leader epoch)
+    /// changed, and answer only the partitions with news (records, an error, a moved high
+    /// watermark or log start). A partition left out of the answer has nothing new at its
+    /// offset. A session the leader lost (a restart, another answer lost) answers nothing this
+    /// time, and the next fetch is full again.
+    ///
+    /// Errors: [`WireError::NoLeader`] for a partition not refreshed; a leader's request failing
+    /// (its connection is dropped when broken, the next fetch opens a new one); a batch that
+    /// cannot be forwarded ([`WireError::Batch`]). A partition's own error comes back in its
+    /// [`Fetched::error`].
     pub async fn fetch(
         &mut self,
         at: &[FetchAt],
@@ -204,23 +217,37 @@ impl Cluster {
         let mut asking = Vec::with_capacity(by_leader.len());
         for (broker, wanted) in by_leader {
             let conn = self.connection(broker).await?;
-            let request = FetchRequest::default()
+            let base = FetchRequest::default()
                 .with_max_wait_ms(max_wait_ms)
                 .with_min_bytes(1)
                 .with_max_bytes(FETCH_MAX_BYTES)
-                .with_isolation_level(READ_COMMITTED)
-                .with_topics(fetch_topics(&wanted, partition_max_bytes));
+                .with_isolation_level(READ_COMMITTED);
+            let asked = self.sessions.entry(broker).or_default().ask(base, &wanted, partition_max_bytes);
             asking.push(async move {
-                let answer = conn.call(&request, FETCH_VERSION).await;
-                answer.and_then(|a| conn.check(a.error_code, "Fetch").map(|()| a))
+                let answer = conn.call(&asked.request, FETCH_VERSION).await;
+                (broker, conn, asked, answer)
             });
         }
         let mut fetched = Vec::new();
         let mut failure = None;
-        for answer in futures::future::join_all(asking).await {
-            let answer = match answer {
-                Ok(answer) => answer,
+        for (broker, conn, asked, answer) in futures::future::join_all(asking).await {
+            let session = self.sessions.entry(broker).or_default();
+            let answer = match answer.and_then(|a| conn.check(a.error_code, "Fetch").map(|()| a)) {
+                Ok(answer) => {
+                    session.answered(asked, answer.session_id);
+                    answer
+                }
+                // The broker lost the session (a restart, an eviction): the next fetch is full.
+                Err(WireError::Broker {
+                    error: ResponseError::FetchSessionIdNotFound | ResponseError::InvalidFetchSessionEpoch,
+                    ..
+                }) => {
+                    session.reset();
+                    continue;
+                }
                 Err(e) => {
+                    // Whether the broker took this epoch is unknown: start over.
+                    session.reset();
                     failure.get_or_insert(e);
                     continue;
                 }
@@ -260,6 +287,12 @@ impl Cluster {
         }
     }
 
+    /// The fetch session open with `broker`: its id and the epoch of the next fetch; none when
+    /// the next fetch to it is full.
+    pub fn session(&self, broker: i32) -> Option<(i32, i32)> {
+        self.sessions.get(&broker).and_then(Session::open)
+    }
+
     /// The open connection to `broker`, or a new one when the old one broke or there was none.
     /// Errors: `broker` is not in the metadata; [`Connection::open`]'s.
     pub(crate) async fn connection(&mut self, broker: i32) -> Result<Connection, WireError> {
@@ -284,20 +317,4 @@ impl Cluster {
     pub(crate) fn timeout(&self) -> Duration {
         self.options.timeout
     }
-}
-
-/// The fetch request's topics for `wanted` (each with its leader epoch), grouped by topic.
-fn fetch_topics(wanted: &[(&FetchAt, i32)], partition_max_bytes: i32) -> Vec<FetchTopic> {
-    let partitions = wanted.iter().map(|(a, epoch)| {
-        let partition = FetchPartition::default()
-            .with_partition(a.partition)
-            .with_current_leader_epoch(*epoch)
-            .with_fetch_offset(a.offset)
-            .with_partition_max_bytes(partition_max_bytes);
-        (a.topic.as_str(), partition)
-    });
-    by_topic(partitions)
-        .into_iter()
-        .map(|(topic, partitions)| FetchTopic::default().with_topic(topic).with_partitions(partitions))
-        .collect()
 }

@@ -10,7 +10,8 @@
 //! - [`Connection`]: one broker connection, its API versions asked once (ApiVersions), its
 //!   requests pipelined.
 //! - [`Cluster`]: the leaders of the partitions asked for (Metadata) and `read_committed`
-//!   fetches of raw batches from them (Fetch), one request per leader.
+//!   fetches of raw batches from them (Fetch), one request per leader, in a fetch session
+//!   (KIP-227) that names only the partitions whose position moved.
 //! - [`batch`]: a v2 record batch's header read from its bytes, its CRC32C checked and
 //!   recomputed, and its producer fields rewritten for another producer.
 //! - [`Producer`]: an idempotent producer of whole batches (InitProducerId, Produce with
@@ -29,6 +30,7 @@ mod error;
 mod produce;
 mod sasl;
 mod security;
+mod session;
 
 pub use batch::Batch;
 pub use cluster::{Aborted, Cluster, FetchAt, Fetched, Leader};

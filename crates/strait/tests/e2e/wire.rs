@@ -278,3 +278,76 @@ async fn batches_produced_to_another_cluster_are_stored_as_fetched_but_for_produ
         assert_eq!(to.iter().filter(|r| r.timestamp == 0).count(), 3, "{name}: the three timestamps of 0 kept");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fetch_session_answers_only_partitions_with_news_and_starts_over_when_the_broker_lost_it() {
+    let a = cluster(1);
+    let topic = unique("session");
+    let partitions = 40;
+    create_topic(&a, &topic, partitions, &[]).await;
+    produce(&a, &topic, &(0..400).map(|i| Rec::simple(i % partitions, &format!("v{i}"))).collect::<Vec<_>>()).await;
+    let options = ClientOptions::plaintext("wire-session-test", Duration::from_secs(10));
+    let mut cluster = Cluster::connect(&a, options.clone()).await.unwrap();
+    cluster.refresh(&[&topic]).await.unwrap();
+    let broker = cluster.leader(&topic, 0).unwrap().broker;
+    let mut next: BTreeMap<i32, i64> = (0..partitions).map(|p| (p, 0)).collect();
+    let fetch = async |cluster: &mut Cluster, next: &mut BTreeMap<i32, i64>, wait_ms: u64| {
+        let at: Vec<FetchAt> =
+            next.iter().map(|(p, o)| FetchAt { topic: topic.clone(), partition: *p, offset: *o }).collect();
+        let fetched = cluster.fetch(&at, Duration::from_millis(wait_ms), 1 << 20).await.expect("fetch");
+        for f in &fetched {
+            assert_eq!(f.error, None, "{topic}/{}", f.partition);
+            if let Some(last) = f.batches.last() {
+                next.insert(f.partition, last.last_offset() + 1);
+            }
+        }
+        fetched
+    };
+
+    // The first fetch is full, opening the session: every partition answers.
+    let first = fetch(&mut cluster, &mut next, 500).await;
+    assert_eq!(first.len(), partitions as usize, "a full fetch answers every partition");
+    assert!(cluster.session(broker).is_some(), "the broker opened a session");
+    let records =
+        |fetched: &[Fetched]| -> i32 { fetched.iter().flat_map(|f| &f.batches).map(|b| b.record_count()).sum() };
+    let mut read = records(&first);
+    while read < 400 {
+        read += records(&fetch(&mut cluster, &mut next, 500).await);
+    }
+    assert_eq!(read, 400, "every record read once");
+
+    // Idle: the partitions' offsets moved to the end and nothing is new, so nothing answers.
+    fetch(&mut cluster, &mut next, 100).await;
+    let idle = fetch(&mut cluster, &mut next, 100).await;
+    assert!(
+        idle.is_empty(),
+        "an idle incremental fetch answers no partition: {:?}",
+        idle.iter().map(|f| f.partition).collect::<Vec<_>>()
+    );
+
+    // News on one partition: only it answers, with its records.
+    produce(&a, &topic, &(0..5).map(|i| Rec::simple(7, &format!("late{i}"))).collect::<Vec<_>>()).await;
+    let news = fetch(&mut cluster, &mut next, 2_000).await;
+    assert_eq!(news.iter().map(|f| f.partition).collect::<Vec<_>>(), [7], "only the partition with news answers");
+    assert_eq!(records(&news), 5);
+
+    // Another client takes the session's next epoch, as when an answer was lost: the broker
+    // refuses the epoch this client sends, which answers nothing and starts over with a full fetch.
+    let (id, epoch) = cluster.session(broker).unwrap();
+    let thief = strait_wire::Connection::open(&a, &options).await.unwrap();
+    let stolen = kafka_protocol::messages::FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_session_id(id)
+        .with_session_epoch(epoch)
+        .with_isolation_level(1);
+    let answer = thief.call(&stolen, 12).await.unwrap();
+    assert_eq!((answer.error_code, answer.session_id), (0, id), "the other client's fetch took the epoch");
+    let refused = fetch(&mut cluster, &mut next, 100).await;
+    assert!(refused.is_empty() && cluster.session(broker).is_none(), "the refused epoch reset the session");
+    let full = fetch(&mut cluster, &mut next, 100).await;
+    assert_eq!(full.len(), partitions as usize, "the fetch after is full again");
+    assert!(
+        records(&full) == 0 && cluster.session(broker).is_some_and(|(new, _)| new != id),
+        "a new session, nothing read twice"
+    );
+}
