@@ -17,6 +17,8 @@
 //! - [`Producer`]: an idempotent producer of whole batches (InitProducerId, Produce with
 //!   `acks=all`), up to [`MAX_IN_FLIGHT`] requests unanswered per leader, retries keeping their
 //!   sequence.
+//! - [`reencode`]: the batches that cannot be forwarded as they are (one a resume starts inside,
+//!   a `LogAppendTime` one) opened and written anew in the same codec.
 //! - [`Fetched::committed`]: the data batches a `read_committed` consumer would read, without
 //!   control batches and batches of aborted transactions.
 //!
@@ -28,6 +30,7 @@ mod cluster;
 mod conn;
 mod error;
 mod produce;
+pub mod reencode;
 mod sasl;
 mod security;
 mod session;

@@ -28,4 +28,5 @@ mod sink;
 mod startup_errors;
 mod throttle;
 mod wire;
+mod wire_reencode;
 mod wire_security;
