@@ -3,7 +3,7 @@
 //! leader's fetch session ([`crate::session`]).
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{FetchRequest, MetadataRequest, TopicName};
@@ -92,6 +92,20 @@ impl Fetched {
     }
 }
 
+/// Whether a partition's fetch error means its leader is elsewhere now, or about to be: the
+/// metadata is refreshed before the next fetch.
+fn leader_moved(error: ResponseError) -> bool {
+    matches!(
+        error,
+        ResponseError::NotLeaderOrFollower
+            | ResponseError::FencedLeaderEpoch
+            | ResponseError::UnknownLeaderEpoch
+            | ResponseError::LeaderNotAvailable
+            | ResponseError::UnknownTopicOrPartition
+            | ResponseError::KafkaStorageError
+    )
+}
+
 /// The brokers of one cluster and the leaders of the partitions asked about.
 pub struct Cluster {
     bootstrap: Vec<String>,
@@ -102,6 +116,10 @@ pub struct Cluster {
     leaders: HashMap<(String, i32), Leader>,
     /// Each leader's fetch session (KIP-227).
     sessions: HashMap<i32, Session>,
+    /// Until when each broker holds this client's fetches (KIP-219 quota throttling).
+    throttled_until: HashMap<i32, Instant>,
+    /// Time (ms) the brokers said they throttled this client's fetches, since the start.
+    throttled_ms: u64,
 }
 
 impl Cluster {
@@ -115,6 +133,8 @@ impl Cluster {
             connections: HashMap::new(),
             leaders: HashMap::new(),
             sessions: HashMap::new(),
+            throttled_until: HashMap::new(),
+            throttled_ms: 0,
         };
         cluster.refresh(&[]).await?;
         Ok(cluster)
@@ -196,6 +216,11 @@ impl Cluster {
     /// offset. A session the leader lost (a restart, another answer lost) answers nothing this
     /// time, and the next fetch is full again.
     ///
+    /// A leader that throttles this client (a quota, KIP-219) is not asked again before the time
+    /// it said. A partition whose leader moved answers its error, and a leader that did not
+    /// answer fails the call; either way the leaders are refreshed before this returns, so the
+    /// next fetch asks the new one.
+    ///
     /// Errors: [`WireError::NoLeader`] for a partition not refreshed; a leader's request failing
     /// (its connection is dropped when broken, the next fetch opens a new one); a batch that
     /// cannot be forwarded ([`WireError::Batch`]). A partition's own error comes back in its
@@ -215,26 +240,37 @@ impl Cluster {
         }
         let max_wait_ms = i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX);
         let mut asking = Vec::with_capacity(by_leader.len());
+        let mut failure = None;
         for (broker, wanted) in by_leader {
-            let conn = self.connection(broker).await?;
+            let Some(conn) = self.connection_or_failure(broker, &mut failure).await else { continue };
             let base = FetchRequest::default()
                 .with_max_wait_ms(max_wait_ms)
                 .with_min_bytes(1)
                 .with_max_bytes(FETCH_MAX_BYTES)
                 .with_isolation_level(READ_COMMITTED);
             let asked = self.sessions.entry(broker).or_default().ask(base, &wanted, partition_max_bytes);
+            let throttled_until = self.throttled_until.get(&broker).copied();
             asking.push(async move {
+                // A throttled broker holds the connection (KIP-219): a request sent now would wait
+                // in its socket, its timeout running.
+                if let Some(until) = throttled_until {
+                    tokio::time::sleep_until(until.into()).await;
+                }
                 let answer = conn.call(&asked.request, FETCH_VERSION).await;
                 (broker, conn, asked, answer)
             });
         }
         let mut fetched = Vec::new();
-        let mut failure = None;
         for (broker, conn, asked, answer) in futures::future::join_all(asking).await {
             let session = self.sessions.entry(broker).or_default();
             let answer = match answer.and_then(|a| conn.check(a.error_code, "Fetch").map(|()| a)) {
                 Ok(answer) => {
                     session.answered(asked, answer.session_id);
+                    if answer.throttle_time_ms > 0 {
+                        let ms = answer.throttle_time_ms as u64;
+                        self.throttled_until.insert(broker, Instant::now() + Duration::from_millis(ms));
+                        self.throttled_ms += ms;
+                    }
                     answer
                 }
                 // The broker lost the session (a restart, an eviction): the next fetch is full.
@@ -281,10 +317,31 @@ impl Cluster {
                 }
             }
         }
+        // Leaders that moved, or a leader that did not answer: known anew before the next
+        // fetch, which then goes to the new leader.
+        let moved: HashSet<&str> = match failure {
+            Some(_) => at.iter().map(|a| a.topic.as_str()).collect(),
+            None => fetched.iter().filter(|f| f.error.is_some_and(leader_moved)).map(|f| f.topic.as_str()).collect(),
+        };
+        let moved: Vec<String> = moved.into_iter().map(str::to_string).collect();
+        self.refresh_moved(&moved).await;
         match failure {
             Some(e) => Err(e),
             None => Ok(fetched),
         }
+    }
+
+    /// Refreshes the leaders of `topics`, if any, after a leader did not answer or said it is
+    /// not the leader; a failed refresh leaves the old ones, and the next call tries again.
+    pub(crate) async fn refresh_moved(&mut self, topics: &[String]) {
+        if !topics.is_empty() {
+            self.refresh(&topics.iter().map(String::as_str).collect::<Vec<_>>()).await.ok();
+        }
+    }
+
+    /// Time (ms) the brokers throttled this client's fetches (quotas, KIP-219), since the start.
+    pub fn throttled_ms(&self) -> u64 {
+        self.throttled_ms
     }
 
     /// The fetch session open with `broker`: its id and the epoch of the next fetch; none when
@@ -306,6 +363,22 @@ impl Cluster {
         let conn = Connection::open(addr, &self.options).await?;
         self.connections.insert(broker, conn.clone());
         Ok(conn)
+    }
+
+    /// [`Self::connection`], or none with its error kept in `failure` (the first one only), so
+    /// the other leaders of a call are still asked.
+    pub(crate) async fn connection_or_failure(
+        &mut self,
+        broker: i32,
+        failure: &mut Option<WireError>,
+    ) -> Option<Connection> {
+        match self.connection(broker).await {
+            Ok(conn) => Some(conn),
+            Err(e) => {
+                failure.get_or_insert(e);
+                None
+            }
+        }
     }
 
     /// The ids of the brokers in the last metadata.

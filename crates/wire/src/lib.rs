@@ -12,6 +12,8 @@
 //! - [`Cluster`]: the leaders of the partitions asked for (Metadata) and `read_committed`
 //!   fetches of raw batches from them (Fetch), one request per leader, in a fetch session
 //!   (KIP-227) that names only the partitions whose position moved.
+//! - [`Cluster::list_offsets`]: a partition's log start, last stable offset, or the offset of a
+//!   time (ListOffsets).
 //! - [`batch`]: a v2 record batch's header read from its bytes, its CRC32C checked and
 //!   recomputed, and its producer fields rewritten for another producer.
 //! - [`Producer`]: an idempotent producer of whole batches (InitProducerId, Produce with
@@ -29,6 +31,7 @@ pub mod batch;
 mod cluster;
 mod conn;
 mod error;
+mod offsets;
 mod produce;
 pub mod reencode;
 mod sasl;
@@ -39,6 +42,7 @@ pub use batch::Batch;
 pub use cluster::{Aborted, Cluster, FetchAt, Fetched, Leader};
 pub use conn::{Answer, ClientOptions, Connection};
 pub use error::WireError;
+pub use offsets::{Listed, OffsetSpec};
 pub use produce::{Appended, Outgoing, Producer, MAX_IN_FLIGHT};
 pub use security::{Mechanism, Security, SettingError};
 

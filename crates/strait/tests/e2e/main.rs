@@ -28,5 +28,6 @@ mod sink;
 mod startup_errors;
 mod throttle;
 mod wire;
+mod wire_offsets;
 mod wire_reencode;
 mod wire_security;

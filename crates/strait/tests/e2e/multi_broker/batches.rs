@@ -1,6 +1,7 @@
-//! The batch path's producer ([`strait_wire::Producer`], issue 27) on the three-broker cluster:
-//! batches produced while the leader of their partitions is killed (SIGKILL) and restarted,
-//! twice, are each appended once, in order, and every append's answer says where it is.
+//! The batch path's client (`strait_wire`, issue 27) on the three-broker cluster, the leader of
+//! the partitions killed (SIGKILL) and restarted twice: batches produced meanwhile are each
+//! appended once, in order, and every append's answer says where it is; batches fetched
+//! meanwhile are each read once, in order, the fetch finding the new leader itself.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::records::Compression as Codec;
+use kafka_protocol::records::RecordBatchDecoder;
 use strait_testkit::multi::{self, Control};
-use strait_wire::{Appended, ClientOptions, Cluster, Outgoing, Producer};
+use strait_wire::{Appended, ClientOptions, Cluster, FetchAt, Outgoing, Producer};
 
 use super::{create_led_by_one_node, fully_replicated, node, Turn, PARTITIONS, TURN};
 use crate::support::*;
@@ -19,14 +21,64 @@ use crate::wire::encoded_batch;
 const CALLS: usize = 400;
 const RECORDS: usize = 50;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn batches_produced_while_their_leader_is_killed_twice_are_appended_once_in_order() {
+/// One lz4 batch of [`RECORDS`] records per partition of `topic` for produce call `call`: the
+/// records `p<partition>-<n>`, numbered on from the call before.
+fn call_batches(topic: &str, call: usize) -> Vec<Outgoing> {
+    (0..PARTITIONS)
+        .map(|p| Outgoing {
+            topic: topic.to_string(),
+            partition: p,
+            batch: encoded_batch(&format!("p{p}"), call * RECORDS, RECORDS, Codec::Lz4, false),
+        })
+        .collect()
+}
+
+/// This test's turn on the shared cluster, every node up and every partition replicated, and a
+/// new topic named from `prefix` whose partitions are led by one node: (bootstrap, control, turn,
+/// topic).
+async fn whole_cluster_with_topic(prefix: &str) -> (String, Control, Turn, String) {
     let (three, control) = three_nodes();
     let turn = Turn { control: control.clone(), _turn: TURN.lock().await };
     turn.control.heal().expect("the three-node cluster is whole");
     fully_replicated(&three).await;
-    let topic = unique("mbbatches");
+    let topic = unique(prefix);
     create_led_by_one_node(&three, &topic).await;
+    (three, control, turn, topic)
+}
+
+/// Kills (SIGKILL) the leader of `topic`'s partition 0 once `progress` reaches a third of `total`,
+/// then two thirds, each time restarting it after `progress` moved on by `while_down`; returns the
+/// nodes killed.
+async fn kill_the_leader_twice(
+    three: &str,
+    control: &Control,
+    topic: &str,
+    progress: &AtomicUsize,
+    total: usize,
+    while_down: usize,
+) -> Vec<i32> {
+    let mut killed = Vec::new();
+    for round in 1..=2 {
+        let at = round * total / 3;
+        wait_until("progress before the kill", Duration::from_secs(120), || progress.load(Ordering::SeqCst) >= at)
+            .await;
+        let id = multi::leader(three, topic, 0).unwrap().expect("partition 0 has a leader");
+        node(control, id, Control::kill).await;
+        let resume = progress.load(Ordering::SeqCst) + while_down;
+        wait_until("progress while a node is down", Duration::from_secs(120), || {
+            progress.load(Ordering::SeqCst) >= resume
+        })
+        .await;
+        node(control, id, Control::restart).await;
+        fully_replicated(three).await;
+        killed.push(id);
+    }
+    killed
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn batches_produced_while_their_leader_is_killed_twice_are_appended_once_in_order() {
+    let (three, control, turn, topic) = whole_cluster_with_topic("mbbatches").await;
 
     let cluster =
         Cluster::connect(&three, ClientOptions::plaintext("wire-test", Duration::from_secs(5))).await.expect("connect");
@@ -36,13 +88,7 @@ async fn batches_produced_while_their_leader_is_killed_twice_are_appended_once_i
     let producing = tokio::spawn(async move {
         let mut appended: BTreeMap<i32, Vec<Appended>> = BTreeMap::new();
         for call in 0..CALLS {
-            let outgoing: Vec<Outgoing> = (0..PARTITIONS)
-                .map(|p| Outgoing {
-                    topic: name.clone(),
-                    partition: p,
-                    batch: encoded_batch(&format!("p{p}"), call * RECORDS, RECORDS, Codec::Lz4, false),
-                })
-                .collect();
+            let outgoing = call_batches(&name, call);
             let answers = producer.produce(&outgoing).await.unwrap_or_else(|e| panic!("call {call}: {e}"));
             for (out, a) in outgoing.iter().zip(answers) {
                 appended.entry(out.partition).or_default().push(a);
@@ -53,20 +99,8 @@ async fn batches_produced_while_their_leader_is_killed_twice_are_appended_once_i
         (appended, producer.retried())
     });
 
-    let mut killed = Vec::new();
-    for round in 1..=2 {
-        let at = round * CALLS / 3;
-        wait_until("the calls before the kill", Duration::from_secs(120), || calls.load(Ordering::SeqCst) >= at).await;
-        let id = multi::leader(&three, &topic, 0).unwrap().expect("partition 0 has a leader");
-        node(&control, id, Control::kill).await;
-        // Some calls go to the next leader while this one is down.
-        let resume = calls.load(Ordering::SeqCst) + 10;
-        wait_until("calls while a node is down", Duration::from_secs(120), || calls.load(Ordering::SeqCst) >= resume)
-            .await;
-        node(&control, id, Control::restart).await;
-        fully_replicated(&three).await;
-        killed.push(id);
-    }
+    // Some calls go to the next leader while one is down.
+    let killed = kill_the_leader_twice(&three, &control, &topic, &calls, CALLS, 10).await;
     let (appended, retried) = producing.await.expect("the producing task");
     drop(turn);
 
@@ -81,5 +115,78 @@ async fn batches_produced_while_their_leader_is_killed_twice_are_appended_once_i
         let offsets: Vec<i64> = answers.iter().map(|a| a.base_offset).collect();
         let expected: Vec<i64> = (0..CALLS as i64).map(|c| c * RECORDS as i64).collect();
         assert_eq!(offsets, expected, "partition {p}: the answers' base offsets");
+    }
+}
+
+/// Batches per partition the fetch test reads, one per fetch.
+const FETCHED_BATCHES: usize = 300;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn batches_fetched_while_their_leader_is_killed_twice_are_read_once_in_order() {
+    let (three, control, turn, topic) = whole_cluster_with_topic("mbfetch").await;
+    let options = ClientOptions::plaintext("wire-test", Duration::from_secs(5));
+    let mut producer =
+        Producer::init(Cluster::connect(&three, options.clone()).await.expect("connect"), Duration::from_secs(60))
+            .await
+            .expect("a producer id");
+    for call in 0..FETCHED_BATCHES {
+        producer.produce(&call_batches(&topic, call)).await.expect("produced");
+    }
+
+    let mut cluster = Cluster::connect(&three, options).await.expect("connect");
+    cluster.refresh(&[&topic]).await.expect("metadata");
+    let read = Arc::new(AtomicUsize::new(0));
+    let (progress, name) = (read.clone(), topic.clone());
+    let fetching = tokio::spawn(async move {
+        let mut next: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+        let mut values: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+        let (mut failed, mut moved) = (0, 0);
+        let end = (FETCHED_BATCHES * RECORDS) as i64;
+        while next.values().any(|o| *o < end) {
+            let at: Vec<FetchAt> = next
+                .iter()
+                .filter(|(_, o)| **o < end)
+                .map(|(p, o)| FetchAt { topic: name.clone(), partition: *p, offset: *o })
+                .collect();
+            // One byte a partition: one whole batch each fetch, so the reads span the kills.
+            match cluster.fetch(&at, Duration::from_millis(200), 1).await {
+                Err(_) => failed += 1,
+                Ok(fetched) => {
+                    for f in fetched {
+                        if f.error.is_some() {
+                            moved += 1;
+                            continue;
+                        }
+                        for b in f.committed() {
+                            let set = RecordBatchDecoder::decode(&mut b.bytes().clone()).expect("a batch");
+                            let seen = values.entry(f.partition).or_default();
+                            seen.extend(
+                                set.records
+                                    .iter()
+                                    .map(|r| String::from_utf8_lossy(r.value.as_ref().unwrap()).into_owned()),
+                            );
+                            next.insert(f.partition, b.last_offset() + 1);
+                        }
+                    }
+                }
+            }
+            progress.store(next.values().map(|o| *o as usize).sum::<usize>() / RECORDS, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (values, failed, moved)
+    });
+
+    let total = FETCHED_BATCHES * PARTITIONS as usize;
+    let killed = kill_the_leader_twice(&three, &control, &topic, &read, total, 30).await;
+    let (values, failed, moved) = fetching.await.expect("the fetching task");
+    drop(turn);
+
+    eprintln!("fetched through two leader kills (nodes {killed:?}): {failed} fetches failed, {moved} partitions answered a moved leader");
+    assert!(failed + moved > 0, "the kills reached the fetches");
+    for p in 0..PARTITIONS {
+        let expected: Vec<String> = (0..FETCHED_BATCHES * RECORDS).map(|i| format!("p{p}-{i}")).collect();
+        let got = values.get(&p).cloned().unwrap_or_default();
+        assert_eq!(got.len(), expected.len(), "partition {p}: every record read once");
+        assert!(got == expected, "partition {p}: read in order, none twice");
     }
 }
