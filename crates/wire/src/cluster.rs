@@ -40,6 +40,20 @@ pub struct FetchAt {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
+    /// The leader epoch of the last batch read before `offset` (its
+    /// [`Batch::partition_leader_epoch`]), or -1 when none was: with it, the leader says when its
+    /// log diverged from what was read ([`Fetched::diverging`], KIP-320).
+    pub last_fetched_epoch: i32,
+}
+
+/// Where the leader's log diverged from the one a partition was read from (after an unclean
+/// leader election): the records read from `end_offset` on are not in the leader's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Diverging {
+    /// The largest epoch of the leader's log not above the one the fetch named.
+    pub epoch: i32,
+    /// Where that epoch ends in the leader's log: the offset to read on from.
+    pub end_offset: i64,
 }
 
 /// A transaction the leader lists as aborted in the fetched range: `producer_id`'s records from
@@ -61,6 +75,9 @@ pub struct Fetched {
     /// The end of what a `read_committed` consumer reads: batches stop before it.
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// The leader's log diverged from what was read before the offset asked (KIP-320); no
+    /// batches with it.
+    pub diverging: Option<Diverging>,
     pub aborted: Vec<Aborted>,
     /// The whole batches fetched, in log order: the first may start before the offset asked (a
     /// batch is returned whole).
@@ -306,6 +323,10 @@ impl Cluster {
                         high_watermark: p.high_watermark,
                         last_stable_offset: p.last_stable_offset,
                         log_start_offset: p.log_start_offset,
+                        diverging: (p.diverging_epoch.epoch >= 0).then_some(Diverging {
+                            epoch: p.diverging_epoch.epoch,
+                            end_offset: p.diverging_epoch.end_offset,
+                        }),
                         aborted: p
                             .aborted_transactions
                             .unwrap_or_default()

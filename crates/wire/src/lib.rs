@@ -39,7 +39,7 @@ mod security;
 mod session;
 
 pub use batch::Batch;
-pub use cluster::{Aborted, Cluster, FetchAt, Fetched, Leader};
+pub use cluster::{Aborted, Cluster, Diverging, FetchAt, Fetched, Leader};
 pub use conn::{Answer, ClientOptions, Connection};
 pub use error::WireError;
 pub use offsets::{Listed, OffsetSpec};

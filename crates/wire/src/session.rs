@@ -10,8 +10,9 @@ use kafka_protocol::messages::FetchRequest;
 
 use crate::{by_topic, FetchAt};
 
-/// What a session holds of a partition: the fetch offset, leader epoch and byte limit last sent.
-type Sent = (i64, i32, i32);
+/// What a session holds of a partition, as last sent: the fetch offset, the leader epoch, the last
+/// fetched epoch and the byte limit.
+type Sent = (i64, i32, i32, i32);
 
 /// One broker's fetch session, as this client last left it.
 #[derive(Debug, Default)]
@@ -36,16 +37,19 @@ impl Session {
     pub(crate) fn ask(&self, base: FetchRequest, wanted: &[(&FetchAt, i32)], partition_max_bytes: i32) -> Asked {
         let sent: HashMap<(String, i32), Sent> = wanted
             .iter()
-            .map(|(a, epoch)| ((a.topic.clone(), a.partition), (a.offset, *epoch, partition_max_bytes)))
+            .map(|(a, epoch)| {
+                ((a.topic.clone(), a.partition), (a.offset, *epoch, a.last_fetched_epoch, partition_max_bytes))
+            })
             .collect();
-        let named = wanted.iter().filter(|(a, epoch)| {
-            self.id == 0
-                || self.sent.get(&(a.topic.clone(), a.partition)) != Some(&(a.offset, *epoch, partition_max_bytes))
+        let named = wanted.iter().filter(|(a, _)| {
+            let key = (a.topic.clone(), a.partition);
+            self.id == 0 || self.sent.get(&key) != sent.get(&key)
         });
         let topics = by_topic(named.map(|(a, epoch)| {
             let partition = FetchPartition::default()
                 .with_partition(a.partition)
                 .with_current_leader_epoch(*epoch)
+                .with_last_fetched_epoch(a.last_fetched_epoch)
                 .with_fetch_offset(a.offset)
                 .with_partition_max_bytes(partition_max_bytes);
             (a.topic.as_str(), partition)
@@ -106,7 +110,7 @@ mod tests {
     use super::*;
 
     fn at(partition: i32, offset: i64) -> FetchAt {
-        FetchAt { topic: "t".into(), partition, offset }
+        FetchAt { topic: "t".into(), partition, offset, last_fetched_epoch: -1 }
     }
 
     fn named(asked: &Asked) -> Vec<(i32, i64)> {

@@ -58,8 +58,10 @@ pub(crate) async fn fetch_all(
     let deadline = Instant::now() + Duration::from_secs(60);
     while !next.is_empty() {
         assert!(Instant::now() < deadline, "{topic}: not fetched to the end in 60 s, at {next:?}");
-        let at: Vec<FetchAt> =
-            next.iter().map(|(p, o)| FetchAt { topic: topic.to_string(), partition: *p, offset: *o }).collect();
+        let at: Vec<FetchAt> = next
+            .iter()
+            .map(|(p, o)| FetchAt { topic: topic.to_string(), partition: *p, offset: *o, last_fetched_epoch: -1 })
+            .collect();
         for f in cluster.fetch(&at, Duration::from_millis(200), partition_max_bytes).await.expect("fetch") {
             assert_eq!(f.error, None, "{topic}/{}", f.partition);
             let p = f.partition;
@@ -292,8 +294,10 @@ async fn a_fetch_session_answers_only_partitions_with_news_and_starts_over_when_
     let broker = cluster.leader(&topic, 0).unwrap().broker;
     let mut next: BTreeMap<i32, i64> = (0..partitions).map(|p| (p, 0)).collect();
     let fetch = async |cluster: &mut Cluster, next: &mut BTreeMap<i32, i64>, wait_ms: u64| {
-        let at: Vec<FetchAt> =
-            next.iter().map(|(p, o)| FetchAt { topic: topic.clone(), partition: *p, offset: *o }).collect();
+        let at: Vec<FetchAt> = next
+            .iter()
+            .map(|(p, o)| FetchAt { topic: topic.clone(), partition: *p, offset: *o, last_fetched_epoch: -1 })
+            .collect();
         let fetched = cluster.fetch(&at, Duration::from_millis(wait_ms), 1 << 20).await.expect("fetch");
         for f in &fetched {
             assert_eq!(f.error, None, "{topic}/{}", f.partition);

@@ -1,7 +1,8 @@
 //! The batch path's client (`strait_wire`, issue 27) on the three-broker cluster, the leader of
 //! the partitions killed (SIGKILL) and restarted twice: batches produced meanwhile are each
 //! appended once, in order, and every append's answer says where it is; batches fetched
-//! meanwhile are each read once, in order, the fetch finding the new leader itself.
+//! meanwhile are each read once, in order, the fetch finding the new leader itself, and a fetch
+//! that claims a leader epoch the log moved past is told where that epoch ended (KIP-320).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +12,7 @@ use std::time::Duration;
 use kafka_protocol::records::Compression as Codec;
 use kafka_protocol::records::RecordBatchDecoder;
 use strait_testkit::multi::{self, Control};
-use strait_wire::{Appended, ClientOptions, Cluster, FetchAt, Outgoing, Producer};
+use strait_wire::{Appended, ClientOptions, Cluster, Diverging, FetchAt, Outgoing, Producer};
 
 use super::{create_led_by_one_node, fully_replicated, node, Turn, PARTITIONS, TURN};
 use crate::support::*;
@@ -139,6 +140,9 @@ async fn batches_fetched_while_their_leader_is_killed_twice_are_read_once_in_ord
     let (progress, name) = (read.clone(), topic.clone());
     let fetching = tokio::spawn(async move {
         let mut next: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+        // The leader epoch of the last batch read: each fetch names it, and the leader checks its
+        // log did not diverge from what was read (KIP-320).
+        let mut epochs: BTreeMap<i32, i32> = BTreeMap::new();
         let mut values: BTreeMap<i32, Vec<String>> = BTreeMap::new();
         let (mut failed, mut moved) = (0, 0);
         let end = (FETCHED_BATCHES * RECORDS) as i64;
@@ -146,13 +150,19 @@ async fn batches_fetched_while_their_leader_is_killed_twice_are_read_once_in_ord
             let at: Vec<FetchAt> = next
                 .iter()
                 .filter(|(_, o)| **o < end)
-                .map(|(p, o)| FetchAt { topic: name.clone(), partition: *p, offset: *o })
+                .map(|(p, o)| FetchAt {
+                    topic: name.clone(),
+                    partition: *p,
+                    offset: *o,
+                    last_fetched_epoch: epochs.get(p).copied().unwrap_or(-1),
+                })
                 .collect();
             // One byte a partition: one whole batch each fetch, so the reads span the kills.
             match cluster.fetch(&at, Duration::from_millis(200), 1).await {
                 Err(_) => failed += 1,
                 Ok(fetched) => {
                     for f in fetched {
+                        assert_eq!(f.diverging, None, "partition {}: no unclean election here", f.partition);
                         if f.error.is_some() {
                             moved += 1;
                             continue;
@@ -166,6 +176,7 @@ async fn batches_fetched_while_their_leader_is_killed_twice_are_read_once_in_ord
                                     .map(|r| String::from_utf8_lossy(r.value.as_ref().unwrap()).into_owned()),
                             );
                             next.insert(f.partition, b.last_offset() + 1);
+                            epochs.insert(f.partition, b.partition_leader_epoch());
                         }
                     }
                 }
@@ -173,13 +184,23 @@ async fn batches_fetched_while_their_leader_is_killed_twice_are_read_once_in_ord
             progress.store(next.values().map(|o| *o as usize).sum::<usize>() / RECORDS, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        (values, failed, moved)
+        (cluster, epochs, values, failed, moved)
     });
 
     let total = FETCHED_BATCHES * PARTITIONS as usize;
     let killed = kill_the_leader_twice(&three, &control, &topic, &read, total, 30).await;
-    let (values, failed, moved) = fetching.await.expect("the fetching task");
+    let (mut cluster, epochs, values, failed, moved) = fetching.await.expect("the fetching task");
+
+    // A batch appended under the leader of now, then a fetch inside it that claims to have read
+    // it under the epoch of the first leader: the leader answers where that epoch's log ends.
+    producer.produce(&call_batches(&topic, FETCHED_BATCHES)).await.expect("produced after the kills");
+    cluster.refresh(&[&topic]).await.expect("metadata");
+    let (first_epoch, end) = (epochs[&0], (FETCHED_BATCHES * RECORDS) as i64);
+    let inside = FetchAt { topic: topic.clone(), partition: 0, offset: end + 1, last_fetched_epoch: first_epoch };
+    let answered = cluster.fetch(&[inside], Duration::from_millis(100), 1 << 20).await.expect("fetch");
     drop(turn);
+    let diverging = answered.iter().find_map(|f| f.diverging);
+    assert_eq!(diverging, Some(Diverging { epoch: first_epoch, end_offset: end }), "{answered:?}");
 
     eprintln!("fetched through two leader kills (nodes {killed:?}): {failed} fetches failed, {moved} partitions answered a moved leader");
     assert!(failed + moved > 0, "the kills reached the fetches");
