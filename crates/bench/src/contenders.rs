@@ -24,11 +24,14 @@ pub enum Contender {
     /// settings, each record's headers read and written on, and its loop guard's header added.
     /// What the client library costs.
     RawHeader,
+    /// `batch-pipe`: fetched record batches produced as they are, still compressed
+    /// (`strait-wire`, issue 27), nothing else: the batch path's ceiling.
+    BatchPipe,
 }
 
 impl Contender {
     /// Every contender, in run order.
-    pub const ALL: [Contender; 7] = [
+    pub const ALL: [Contender; 8] = [
         Contender::Strait,
         Contender::StraitEos,
         Contender::Mm2Default,
@@ -36,6 +39,7 @@ impl Contender {
         Contender::Mm2Eos,
         Contender::Raw,
         Contender::RawHeader,
+        Contender::BatchPipe,
     ];
 
     /// Short name for tables.
@@ -48,6 +52,7 @@ impl Contender {
             Contender::Mm2Eos => "mm2-eos",
             Contender::Raw => "raw-pipe",
             Contender::RawHeader => "raw-pipe+header",
+            Contender::BatchPipe => "batch-pipe",
         }
     }
 
@@ -55,6 +60,7 @@ impl Contender {
     pub fn target_topic(self, tag: &str, topic: &str) -> String {
         match self {
             Contender::Raw | Contender::RawHeader => format!("r{tag}.{topic}"),
+            Contender::BatchPipe => format!("b{tag}.{topic}"),
             _ => format!("s{tag}.{topic}"),
         }
     }
@@ -220,6 +226,13 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
             .stderr(err)
             .spawn()
             .expect("start raw-pipe"),
+        Contender::BatchPipe => Command::new(env.bin.join("batch-pipe"))
+            .args([source, target, &format!("b{tag}.")])
+            .args(topics)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start batch-pipe"),
     };
     Running { child }
 }

@@ -2,7 +2,7 @@
 //! pipe, side by side on the same two real Kafka clusters, in one run.
 //!
 //! Workloads: (a) catch-up of preloaded records of 512 bytes over 12 partitions in 2 topics,
-//! uncompressed; (b) the same with lz4 on the source; (c) steady state at a fixed rate, measuring
+//! uncompressed; (b) the same with lz4, then zstd on the source (`--codecs` picks); (c) steady state at a fixed rate, measuring
 //! end-to-end latency; (d) catch-ups over 240, 1,200 and 5,000 partitions against
 //! `raw-pipe+header` ([`wide`]; `--quick` leaves out 5,000); (e) one instance owning every slot
 //! against the same flow ([`scale_out::versus_flow`]); (f) the catch-ups across a long link
@@ -11,7 +11,8 @@
 //! extended with `wide`, `scale_out`, `eos_visible_p99_ms` and `wan`. Each catch-up is run `--repeat N` times (default 3; 1 with `--quick`),
 //! contenders interleaved, and the median run is reported.
 //! `--only strait,raw-pipe` runs a subset of contenders (the report then lacks missing ratios).
-//! `--catch-up-only` runs only the uncompressed catch-up and prints each contender's median, and
+//! `--catch-up-only` runs only the catch-ups (uncompressed, or `--codecs none,lz4,zstd`) and
+//! prints each contender's median, and
 //! `--steady-only` only the steady state and prints its latencies (visible too); neither writes a report (they
 //! compare a change quickly). `--partitions N` sets the catch-up topics' partitions (each of 2
 //! topics; default 6), to compare a change on a wide layout. `--soak MINUTES` runs only the
@@ -121,7 +122,7 @@ impl Bench {
     ) -> CatchUp {
         let tag = self.tag();
         let targets: Vec<String> = topics.iter().map(|t| contender.target_topic(&tag, t)).collect();
-        if matches!(contender, Contender::Raw | Contender::RawHeader | Contender::Mm2Eos) {
+        if matches!(contender, Contender::Raw | Contender::RawHeader | Contender::BatchPipe | Contender::Mm2Eos) {
             for t in &targets {
                 load::create_topic(&self.target, t, partitions, &[]);
             }
@@ -347,13 +348,23 @@ fn main() {
 
     let catch_up_only = args.iter().any(|a| a == "--catch-up-only");
     let steady_only = args.iter().any(|a| a == "--steady-only");
-    let workloads: &[(&str, &str)] = match (catch_up_only, steady_only) {
-        (_, true) => &[],
-        (true, _) => &[("catch-up", "none")],
-        _ => &[("catch-up", "none"), ("catch-up-lz4", "lz4")],
+    // Catch-ups of data preloaded with each codec (`--codecs none,lz4,zstd`; the full run's
+    // default; `--catch-up-only` alone: uncompressed).
+    let codecs: Vec<String> = match flag(&args, "--codecs") {
+        Some(list) => list.split(',').map(str::to_string).collect(),
+        None if catch_up_only => vec!["none".into()],
+        None => ["none", "lz4", "zstd"].map(String::from).to_vec(),
     };
+    let workloads: Vec<(String, &str)> = match steady_only {
+        true => Vec::new(),
+        false => codecs
+            .iter()
+            .map(|c| (if c == "none" { "catch-up".to_string() } else { format!("catch-up-{c}") }, c.as_str()))
+            .collect(),
+    };
+    let workloads: Vec<(&str, &str)> = workloads.iter().map(|(n, c)| (n.as_str(), *c)).collect();
     let mut topics_of = BTreeMap::new();
-    for &(name, compression) in workloads {
+    for &(name, compression) in &workloads {
         let topics: Vec<String> = ["a", "b"].iter().map(|s| format!("{name}-{s}")).collect();
         for t in &topics {
             load::create_topic(&bench.source, t, partitions, &[("compression.type", "producer")]);
@@ -363,7 +374,7 @@ fn main() {
         eprintln!("preloaded {records} records into {topics:?} ({compression}) in {:?}", t0.elapsed());
         topics_of.insert(name, topics);
     }
-    for &(name, _) in workloads {
+    for &(name, _) in &workloads {
         let mut runs: BTreeMap<&str, Vec<CatchUp>> = BTreeMap::new();
         for _ in 0..repeat {
             for &c in &contenders {
@@ -377,10 +388,12 @@ fn main() {
     if catch_up_only {
         for c in &results.catch_up {
             println!(
-                "{}: {:.0} records/s, {:.2} CPU s/GB (median of {repeat})",
+                "{} {}: {:.0} records/s, {:.2} CPU s/GB, {:.0} MB peak RSS (median of {repeat})",
                 c.contender,
+                c.workload,
                 c.records_per_s(),
-                c.cpu_per_gb()
+                c.cpu_per_gb(),
+                c.peak_rss_mb
             );
         }
         return;

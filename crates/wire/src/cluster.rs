@@ -217,6 +217,13 @@ impl Cluster {
         Err(failure.unwrap_or(WireError::NoBroker))
     }
 
+    /// The partitions of `topic` with a leader as last refreshed, in order.
+    pub fn partitions(&self, topic: &str) -> Vec<i32> {
+        let mut partitions: Vec<i32> = self.leaders.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
+        partitions.sort_unstable();
+        partitions
+    }
+
     /// The leader of `topic`/`partition` as last refreshed.
     pub fn leader(&self, topic: &str, partition: i32) -> Option<Leader> {
         self.leaders.get(&(topic.to_string(), partition)).copied()
