@@ -175,6 +175,8 @@ impl Bench {
         let done = Instant::now();
         let (cpu, rss) = (cpu_seconds(pid), peak_rss_mb(pid));
         let per_partition = replicated(&dst);
+        let on_disk =
+            load::bytes_on_disk(&self.target, &targets) as f64 / load::bytes_on_disk(&self.source, topics) as f64;
         let complete =
             expected.iter().all(|((t, p), n)| per_partition.get(&(contender.target_topic(&tag, t), *p)) == Some(n));
         drop(running);
@@ -190,10 +192,11 @@ impl Bench {
             cpu_seconds: cpu,
             peak_rss_mb: rss,
             complete,
+            target_bytes_per_source_byte: on_disk,
             all_records_per_s: Vec::new(),
         };
         eprintln!(
-            "{} {}: {:.0} records/s, {:.1} CPU s, {:.0} MB peak RSS, complete {} (target had {got})",
+            "{} {}: {:.0} records/s, {:.1} CPU s, {:.0} MB peak RSS, {on_disk:.2} target bytes per source byte, complete {} (target had {got})",
             result.contender,
             result.workload,
             result.records_per_s(),
@@ -388,12 +391,13 @@ fn main() {
     if catch_up_only {
         for c in &results.catch_up {
             println!(
-                "{} {}: {:.0} records/s, {:.2} CPU s/GB, {:.0} MB peak RSS (median of {repeat})",
+                "{} {}: {:.0} records/s, {:.2} CPU s/GB, {:.0} MB peak RSS, {:.2} target bytes per source byte (median of {repeat})",
                 c.contender,
                 c.workload,
                 c.records_per_s(),
                 c.cpu_per_gb(),
-                c.peak_rss_mb
+                c.peak_rss_mb,
+                c.target_bytes_per_source_byte
             );
         }
         return;

@@ -22,6 +22,9 @@ pub struct CatchUp {
     pub peak_rss_mb: f64,
     /// Every partition on the target holds exactly its source's count (in every run).
     pub complete: bool,
+    /// The target topics' bytes on disk per byte of the source topics' once caught up
+    /// ([`crate::load::bytes_on_disk`]): about 1 when batches keep their compression.
+    pub target_bytes_per_source_byte: f64,
     /// records/s of every run of this contender and workload, sorted (the row is the median).
     pub all_records_per_s: Vec<f64>,
 }
@@ -104,18 +107,19 @@ pub fn write(r: &Results, dir: &Path) -> String {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         r.records
     );
-    let _ = writeln!(md, "## Catch-up (median run; every run's records/s in the last column)\n\n| contender | workload | records/s | MB/s | CPU s/GB | peak RSS MB | all records on target | runs, records/s |\n|---|---|---:|---:|---:|---:|---|---|");
+    let _ = writeln!(md, "## Catch-up (median run; every run's records/s in the last column)\n\n| contender | workload | records/s | MB/s | CPU s/GB | peak RSS MB | target bytes per source byte | all records on target | runs, records/s |\n|---|---|---:|---:|---:|---:|---:|---|---|");
     for c in r.catch_up.iter().chain(&r.wide) {
         let runs: Vec<String> = c.all_records_per_s.iter().map(|v| format!("{v:.0}")).collect();
         let _ = writeln!(
             md,
-            "| {} | {} | {:.0} | {:.1} | {:.1} | {:.0} | {} | {} |",
+            "| {} | {} | {:.0} | {:.1} | {:.1} | {:.0} | {:.2} | {} | {} |",
             c.contender,
             c.workload,
             c.records_per_s(),
             c.mb_per_s(),
             c.cpu_per_gb(),
             c.peak_rss_mb,
+            c.target_bytes_per_source_byte,
             if c.complete { "yes" } else { "**NO**" },
             runs.join(", ")
         );

@@ -11,7 +11,8 @@
 //!   requests pipelined.
 //! - [`Cluster`]: the leaders of the partitions asked for (Metadata) and `read_committed`
 //!   fetches of raw batches from them (Fetch), one request per leader, in a fetch session
-//!   (KIP-227) that names only the partitions whose position moved.
+//!   (KIP-227) that names only the partitions whose position moved; a moved leader found anew, a
+//!   quota's throttle waited out, a diverged log named (KIP-320).
 //! - [`Cluster::list_offsets`]: a partition's log start, last stable offset, or the offset of a
 //!   time (ListOffsets).
 //! - [`batch`]: a v2 record batch's header read from its bytes, its CRC32C checked and
@@ -23,7 +24,6 @@
 //!   a `LogAppendTime` one) opened and written anew in the same codec.
 //! - [`Fetched::committed`]: the data batches a `read_committed` consumer would read, without
 //!   control batches and batches of aborted transactions.
-//!
 //! - [`Security`]: TLS and SASL (PLAIN, SCRAM-SHA-256/512) from the librdkafka settings of
 //!   `[clusters.client]`, refusing by key what this client cannot honour.
 
