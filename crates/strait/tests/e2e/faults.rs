@@ -147,8 +147,15 @@ async fn a_topic_first_seen_while_the_target_is_cut_off_is_copied_once_it_heals(
     create_topic(&a, &second, 2, &[]).await;
     let records: Vec<Rec> = (0..1_000).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect();
     produce(&a, &second, &records).await;
-    // Longer than a metadata request's timeout (10 s): the flow stopped within it before.
+    // Longer than a metadata request's timeout (10 s): the flow stopped within it before. And
+    // the cut lasts until the flow has met the new topic's target unreachable (on a loaded machine
+    // its first try can end after 25 s), so the copy after the heal is of a topic first seen
+    // during the cut.
     tokio::time::sleep(Duration::from_secs(25)).await;
+    wait_until("the new topic's target found unreachable", Duration::from_secs(60), || {
+        strait.logs().contains("the target topic cannot be made ready")
+    })
+    .await;
     assert!(strait.is_running(), "the flow keeps waiting for the target: {}", strait.logs());
     proxy.heal();
     let remote = format!("{p}s.{second}");
