@@ -224,6 +224,11 @@ impl Cluster {
         partitions
     }
 
+    /// [`Self::leader`], or [`WireError::NoLeader`] for a partition not refreshed.
+    pub(crate) fn known_leader(&self, topic: &str, partition: i32) -> Result<Leader, WireError> {
+        self.leader(topic, partition).ok_or_else(|| WireError::NoLeader { topic: topic.to_string(), partition })
+    }
+
     /// The leader of `topic`/`partition` as last refreshed.
     pub fn leader(&self, topic: &str, partition: i32) -> Option<Leader> {
         self.leaders.get(&(topic.to_string(), partition)).copied()
@@ -257,9 +262,7 @@ impl Cluster {
     ) -> Result<Vec<Fetched>, WireError> {
         let mut by_leader: HashMap<i32, Vec<(&FetchAt, i32)>> = HashMap::new();
         for a in at {
-            let leader = self
-                .leader(&a.topic, a.partition)
-                .ok_or_else(|| WireError::NoLeader { topic: a.topic.clone(), partition: a.partition })?;
+            let leader = self.known_leader(&a.topic, a.partition)?;
             by_leader.entry(leader.broker).or_default().push((a, leader.epoch));
         }
         let max_wait_ms = i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX);

@@ -59,9 +59,7 @@ impl Cluster {
         let mut by_leader: HashMap<i32, Vec<ListOffsetsPartition>> = HashMap::new();
         let mut topics_of: HashMap<i32, Vec<&str>> = HashMap::new();
         for (topic, partition) in partitions {
-            let leader = self
-                .leader(topic, *partition)
-                .ok_or_else(|| WireError::NoLeader { topic: topic.clone(), partition: *partition })?;
+            let leader = self.known_leader(topic, *partition)?;
             by_leader.entry(leader.broker).or_default().push(
                 ListOffsetsPartition::default()
                     .with_partition_index(*partition)
