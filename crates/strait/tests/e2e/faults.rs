@@ -143,6 +143,16 @@ async fn a_topic_first_seen_while_the_target_is_cut_off_is_copied_once_it_heals(
     produce(&a, &first, &[Rec::simple(0, "before the cut")]).await;
     wait_until("the first topic copied", Duration::from_secs(60), || count(&b, &format!("{p}s.{first}")) == Some(1))
         .await;
+    // The flow's next flush waits for the state write of the one before: cut while the first
+    // record's offset sync and position are being written, it would wait there until the heal
+    // and never meet the new topic during the cut. So the cut comes after that write committed
+    // (its offset sync visible read_committed) and a few flushes (300 ms apart) more.
+    let syncs = strait_mm2::offset_syncs_topic(&format!("{p}s"));
+    wait_until("the first record's offset sync committed", Duration::from_secs(60), || {
+        topic_exists(&b, &syncs) && read_all(&b, &syncs, true).values().any(|s| !s.is_empty())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     proxy.cut();
     create_topic(&a, &second, 2, &[]).await;
     let records: Vec<Rec> = (0..1_000).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect();
@@ -152,10 +162,11 @@ async fn a_topic_first_seen_while_the_target_is_cut_off_is_copied_once_it_heals(
     // its first try can end after 25 s), so the copy after the heal is of a topic first seen
     // during the cut.
     tokio::time::sleep(Duration::from_secs(25)).await;
-    wait_until("the new topic's target found unreachable", Duration::from_secs(60), || {
-        strait.logs().contains("the target topic cannot be made ready")
-    })
-    .await;
+    let met = Instant::now() + Duration::from_secs(60);
+    while !strait.logs().contains("the target topic cannot be made ready") {
+        assert!(Instant::now() < met, "the new topic's target not found unreachable within 85 s: {}", strait.logs());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     assert!(strait.is_running(), "the flow keeps waiting for the target: {}", strait.logs());
     proxy.heal();
     let remote = format!("{p}s.{second}");
