@@ -302,6 +302,11 @@ async fn the_replicate_example_copies_a_topic_through_the_spi_alone() {
         assert!(wrong.is_empty(), "every record once, in order: {}", wrong.join("; "));
     };
 
+    // Every flow also replicates the source's heartbeats topics (MM2's rule), as on a shared
+    // cluster other flows' ones: their records are copied too, but are not the topic's.
+    let heartbeats = format!("{}o.heartbeats", f.p);
+    create_topic(&f.a, &heartbeats, 1, &[]).await;
+    produce(&f.a, &heartbeats, &(0..2_000).map(|i| Rec::simple(0, &format!("h{i}"))).collect::<Vec<_>>()).await;
     produce(&f.a, &f.topic, &records(0..600)).await;
     let stdout = run(600).await.unwrap();
     assert!(stdout.contains("copied 600 records"), "{stdout}");
