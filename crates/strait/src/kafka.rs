@@ -184,3 +184,14 @@ where
         }
     }
 }
+
+/// A `strait-wire` failure (the batch path's client) as the connector's error: refused
+/// credentials and TLS as denied, a transient failure as retriable, the rest as backend errors.
+pub fn wire_error(context: String, e: strait_wire::WireError) -> ConnectError {
+    use strait_wire::WireError;
+    match e {
+        WireError::Authentication { .. } | WireError::Tls { .. } => ConnectError::denied(context, e),
+        e if e.is_retriable() => ConnectError::retriable(context, e),
+        e => ConnectError::backend(context, e),
+    }
+}

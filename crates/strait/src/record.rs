@@ -17,22 +17,27 @@ pub enum ReplicatedRecord {
     /// The source consumer's own message, held until the record is dropped: the bytes are not
     /// copied on the way, only once by librdkafka when the record is produced.
     Kafka(KafkaMessage),
+    /// A whole record batch as the source stores it (`copy = "batches"`), still compressed: the
+    /// record's source offset is the batch's last offset. It has no key or value of its own.
+    Batch(strait_wire::Batch),
 }
 
 impl ReplicatedRecord {
-    /// Key bytes; `None` for a null key.
+    /// Key bytes; `None` for a null key (and for a batch).
     pub fn key(&self) -> Option<&[u8]> {
         match self {
             ReplicatedRecord::Owned { key, .. } => key.as_deref(),
             ReplicatedRecord::Kafka(m) => m.key(),
+            ReplicatedRecord::Batch(_) => None,
         }
     }
 
-    /// Value bytes; `None` for a tombstone.
+    /// Value bytes; `None` for a tombstone (and for a batch).
     pub fn value(&self) -> Option<&[u8]> {
         match self {
             ReplicatedRecord::Owned { value, .. } => value.as_deref(),
             ReplicatedRecord::Kafka(m) => m.payload(),
+            ReplicatedRecord::Batch(_) => None,
         }
     }
 }

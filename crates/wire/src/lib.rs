@@ -42,6 +42,8 @@ pub use batch::Batch;
 pub use cluster::{Aborted, Cluster, Diverging, FetchAt, Fetched, Leader};
 pub use conn::{Answer, ClientOptions, Connection};
 pub use error::WireError;
+/// A broker's error code, as Kafka names it (a partition's fetch or offset error).
+pub use kafka_protocol::ResponseError;
 pub use offsets::{Listed, OffsetSpec};
 pub use produce::{Appended, Outgoing, Producer, MAX_IN_FLIGHT};
 pub use security::{Mechanism, Security, SettingError};

@@ -138,6 +138,19 @@ pub fn check_client_files(clusters: &[ClusterConfig]) -> Result<(), ConfigError>
     Ok(())
 }
 
+/// The client settings of cluster `alias` are ones the batch path's own client honours
+/// ([`strait_wire::Security::from_client_settings`]: TLS, SASL PLAIN and SCRAM), for a flow with
+/// `copy = "batches"`. Errors: `clusters[i].client."<key>"` with the reason.
+pub fn check_batch_client(clusters: &[ClusterConfig], alias: &str) -> Result<(), ConfigError> {
+    let Some((i, c)) = clusters.iter().enumerate().find(|(_, c)| c.alias == alias) else { return Ok(()) };
+    strait_wire::Security::from_client_settings(&c.client).map(|_| ()).map_err(|e| {
+        err(
+            format!("clusters[{i}].client.\"{}\"", e.key),
+            format!("{} (copy = \"batches\" reads it with its own client)", e.reason),
+        )
+    })
+}
+
 /// librdkafka client properties naming a file Strait's clients read (or the kinit command, for
 /// the keytab); checked readable by [`check_client_files`]. `ssl.ca.location` and `https.ca.location`
 /// may name a directory, or be `probe` (the system's CA stores).

@@ -8,7 +8,7 @@ use std::time::Duration;
 use strait_mm2::ReplicationPolicy;
 
 use super::cluster::ClusterConfig;
-use super::kinds::{DeliveryKind, PolicyKind, SyncsLocation};
+use super::kinds::{CopyKind, DeliveryKind, PolicyKind, SyncsLocation};
 use super::settings::{
     Batching, Checkpoints, FlowConfig, Heartbeats, Reading, ScaleOut, TopicAclSync, TopicConfigSync, Writing,
 };
@@ -186,8 +186,9 @@ impl Flow {
 
 /// Resolves `flows[i]` (`f`) against the clusters and residency rules. Errors name the field: an
 /// unknown alias, a flow onto its source, a separator not usable in topic names or found in an
-/// alias, a bad filter regex, or exactly-once with offset syncs on the source or a transaction
-/// timeout within the commit interval.
+/// alias, a bad filter regex, exactly-once with offset syncs on the source or a transaction
+/// timeout within the commit interval, or `copy = "batches"` with the identity policy or
+/// exactly-once.
 pub(super) fn resolve(
     i: usize,
     f: FlowConfig,
@@ -231,6 +232,20 @@ pub(super) fn resolve(
                     "must exceed commit_interval_ms ({} ms): a batch is one transaction",
                     f.batching.commit_interval.as_millis()
                 ),
+            ));
+        }
+    }
+    if f.writing.copy == CopyKind::Batches {
+        if r.replication_policy == PolicyKind::Identity {
+            return Err(err(
+                format!("{field}.copy"),
+                "\"batches\" needs replication_policy = \"default\": a batch cannot take the provenance header that stops an identity-named record from coming back (active/active), and only the source alias in the target's name stops it instead",
+            ));
+        }
+        if f.writing.delivery == DeliveryKind::ExactlyOnce {
+            return Err(err(
+                format!("{field}.copy"),
+                "\"batches\" is at_least_once only for now: batches are not yet written in the target's transactions",
             ));
         }
     }

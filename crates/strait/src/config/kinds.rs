@@ -58,3 +58,19 @@ pub enum SyncsLocation {
     /// `mm2-offset-syncs.<target-alias>.internal` on the source, as MM2 does by default.
     Source,
 }
+
+/// What a flow copies (`copy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopyKind {
+    /// Each record read, its headers rewritten (the provenance header), produced anew through
+    /// librdkafka.
+    #[default]
+    Records,
+    /// The source's record batches as the broker stores them, still compressed, their bytes,
+    /// timestamps and headers unchanged (issue 27, after KIP-712): a fraction of the CPU, and the
+    /// target stores what the source does. No provenance header (a batch cannot take one without
+    /// being written anew): the default replication policy's name-based cycle rule stops loops
+    /// instead, so the identity policy is refused; at-least-once only, for now.
+    Batches,
+}

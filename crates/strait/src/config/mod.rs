@@ -28,7 +28,7 @@ pub use self::bounds::{
 };
 pub use self::cluster::{is_secret, ClusterConfig};
 pub use self::flow::{Delivery, Flow, Skip};
-pub use self::kinds::{DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
+pub use self::kinds::{CopyKind, DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
 pub use self::settings::{
     Batching, Checkpoints, FlowConfig, Heartbeats, Reading, Routing, ScaleOut, TopicAclSync, TopicConfigSync, Writing,
 };
@@ -214,6 +214,10 @@ impl Config {
         let mut flows = Vec::new();
         for (i, f) in self.flows.into_iter().enumerate() {
             let flow = flow::resolve(i, f, &clusters, &residency)?;
+            if flow.writing.copy == CopyKind::Batches {
+                cluster::check_batch_client(&self.clusters, &flow.source.alias)?;
+                cluster::check_batch_client(&self.clusters, &flow.target.alias)?;
+            }
             if !seen.insert((flow.source.alias.clone(), flow.target.alias.clone())) {
                 return Err(err(
                     format!("flows[{i}]"),

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use strait_mm2::{DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE};
 
 use super::bounds;
-use super::kinds::{DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
+use super::kinds::{CopyKind, DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
 use crate::rules::Patterns;
 
 /// Which clusters, topics and groups a flow replicates, and how target topics are named.
@@ -143,6 +143,10 @@ pub struct Writing {
     /// `mm2_offsets_topic` whenever positions are saved, so a dedicated MM2 on the same aliases
     /// resumes where Strait stopped ([`crate::sink`]'s `mm2_offsets`). Default false.
     pub write_mm2_offsets: bool,
+    /// `records` or `batches` ([`CopyKind`]): `batches` forwards the source's record batches as
+    /// they are stored, with the default replication policy and `at_least_once` only. Default
+    /// `records`.
+    pub copy: CopyKind,
 }
 
 impl Default for Writing {
@@ -154,6 +158,7 @@ impl Default for Writing {
             offset_lag_max: strait_mm2::DEFAULT_OFFSET_LAG_MAX,
             replication_factor: -1,
             write_mm2_offsets: false,
+            copy: CopyKind::Records,
         }
     }
 }

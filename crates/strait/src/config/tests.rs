@@ -85,6 +85,30 @@ fn filters_match_whole_names() {
 }
 
 #[test]
+fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
+    assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.copy, CopyKind::Records);
+    let flow = &Config::parse(&format!("{TWO_CLUSTERS}copy = \"batches\"\n")).unwrap()[0];
+    assert_eq!(flow.writing.copy, CopyKind::Batches);
+    for (extra, field) in [
+        ("copy = \"batches\"\nreplication_policy = \"identity\"", "flows[0].copy"),
+        ("copy = \"batches\"\ndelivery = \"exactly_once\"", "flows[0].copy"),
+        ("copy = \"bytes\"", "flows[0].copy"),
+    ] {
+        let e = Config::parse(&format!("{TWO_CLUSTERS}{extra}\n")).expect_err(extra);
+        assert_eq!(e.field, field, "{e}");
+    }
+    // A client setting the batch path's client cannot honour is named; librdkafka's own would be
+    // taken by the record path.
+    let kerberos = TWO_CLUSTERS.replace(
+        "bootstrap_servers = \"h:2\"\n",
+        "bootstrap_servers = \"h:2\"\nclient = { \"security.protocol\" = \"sasl_plaintext\", \"sasl.mechanisms\" = \"GSSAPI\" }\n",
+    );
+    Config::parse(&kerberos).expect("the record path takes GSSAPI");
+    let e = Config::parse(&format!("{kerberos}copy = \"batches\"\n")).expect_err("GSSAPI with batches");
+    assert_eq!(e.field, "clusters[1].client.\"sasl.mechanisms\"", "{e}");
+}
+
+#[test]
 fn exactly_once_settings_are_checked() {
     for (extra, field) in [
         (

@@ -16,6 +16,7 @@
 //! alone.
 
 mod at_least_once;
+mod batches;
 mod cuts;
 mod errors;
 mod exactly_once;
@@ -41,10 +42,11 @@ use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink, SourceOff
 use strait_mm2::OffsetSync;
 
 use crate::admin::Admin;
-use crate::config::{ClusterConfig, Delivery, Flow};
+use crate::config::{ClusterConfig, CopyKind, Delivery, Flow};
 use crate::kafka::{cluster_id, connect_error};
 use crate::positions::{TopicIds, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
+use batches::BatchWriter;
 use loop_guard::LoopGuard;
 use mode::Mode;
 pub use producers::{shared_record_producer, AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_KBYTES, PRODUCER_SETTINGS};
@@ -141,7 +143,11 @@ impl TargetSink {
         };
         let (service, mut mode) = tokio::try_join!(service, Mode::start(&flow, slot, syncs_cluster, &syncs_topic))?;
         let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;
-        let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
+        let batches = match flow.writing.copy {
+            CopyKind::Records => None,
+            CopyKind::Batches => Some(BatchWriter::start(&flow).await?),
+        };
+        let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id), batches);
         let mut writer = Writer {
             syncs: OffsetSyncWriter::new(flow.writing.offset_lag_max),
             stats: SinkMetrics::new(&flow),

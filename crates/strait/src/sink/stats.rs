@@ -44,6 +44,19 @@ impl SinkMetrics {
         }
     }
 
+    /// The target acknowledged a batch of `records` records and `bytes` bytes (as stored,
+    /// compressed or not) whose newest timestamp is `max_timestamp_ms`.
+    pub fn acked_batch(&mut self, topic: &Arc<str>, partition: i32, records: u64, bytes: usize, max_timestamp_ms: i64) {
+        let m = self.partition(topic, partition);
+        m.records.inc_by(records);
+        m.bytes.inc_by(bytes as u64);
+        if max_timestamp_ms > 0 {
+            let age = (coarse_now_ms() - max_timestamp_ms).max(0);
+            m.latency.observe(age as f64);
+            m.age.set(age);
+        }
+    }
+
     /// `syncs` were written.
     pub fn offset_syncs(&mut self, syncs: &[OffsetSync]) {
         for s in syncs {

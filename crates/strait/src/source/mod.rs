@@ -12,6 +12,7 @@
 //! start (`recreation`).
 
 mod assign;
+mod batches;
 mod records;
 mod recreation;
 mod report;
@@ -31,6 +32,7 @@ use tokio::task::JoinHandle;
 
 use crate::admin::{topic_ids, TopicId};
 use crate::client_log::ClientLog;
+use crate::config::CopyKind;
 use crate::config::Flow;
 use crate::consume::{SharedConsumer, SourceReader};
 use crate::kafka::{blocking, connect_error, joined, topic_partition_counts, METADATA_TIMEOUT};
@@ -39,13 +41,17 @@ use crate::positions::TopicIds;
 use crate::record::ReplicatedRecord;
 use crate::resume::Stored;
 use crate::watch::Committed;
+use batches::BatchReader;
 use records::{Drained, TopicNames};
 use recreation::Recreations;
 use throttle::Throttle;
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
+    /// The source consumer's lane: metadata and offsets, and with `copy = "records"` the records.
     reader: Arc<SourceReader>,
+    /// With `copy = "batches"`, what reads the partitions instead of the consumer.
+    batches: Option<BatchReader>,
     /// The flow's slot whose partitions this source reads ([`crate::slots`]).
     slot: u32,
     /// Topic names shared by every record of the topic.
@@ -168,8 +174,13 @@ impl KafkaSource {
             let share = u64::try_from(flow.slot_share(total, 1)).unwrap_or(u64::MAX);
             (Throttle::new(share, Instant::now()), metrics().throttled_ms(&flow.source.alias, &flow.target.alias))
         });
+        let batches = match flow.writing.copy {
+            CopyKind::Records => None,
+            CopyKind::Batches => Some(BatchReader::start(&flow, BatchReader::queue_share(&flow)).await?),
+        };
         let mut source = Self {
             reader: Arc::new(reader),
+            batches,
             slot,
             names: TopicNames::default(),
             flow,
@@ -271,16 +282,26 @@ impl KafkaSource {
         for p in &partitions {
             tpl.add_partition(topic, *p);
         }
-        let consumer = self.reader.consumer().clone();
         // The position is the offset after the last record handed to Strait, which reads nothing
         // of these partitions once they are unassigned.
-        let read = blocking(move || {
-            let read = consumer.position()?;
-            consumer.incremental_unassign(&tpl)?;
-            Ok::<_, KafkaError>(read)
-        })
-        .await
-        .map_err(|e| ConnectError::backend(format!("unassign the partitions of recreated topic {topic}"), e))?;
+        let read: HashMap<i32, i64> = match &self.batches {
+            Some(batches) => batches.unassign(topic, &partitions),
+            None => {
+                let consumer = self.reader.consumer().clone();
+                let read = blocking(move || {
+                    let read = consumer.position()?;
+                    consumer.incremental_unassign(&tpl)?;
+                    Ok::<_, KafkaError>(read)
+                })
+                .await
+                .map_err(|e| ConnectError::backend(format!("unassign the partitions of recreated topic {topic}"), e))?;
+                let at = |p: &i32| match read.find_partition(topic, *p).map(|e| e.offset()) {
+                    Some(Offset::Offset(next)) => Some((*p, next)),
+                    _ => None,
+                };
+                partitions.iter().filter_map(at).collect()
+            }
+        };
         let name = self.names.get(topic);
         let (flow, source, target) = (&self.flow.name, &self.flow.source.alias, &self.flow.target.alias);
         let mut uncommitted = HashMap::new();
@@ -290,7 +311,7 @@ impl KafkaSource {
                 Some(Offset::Offset(o)) => o,
                 _ => -1,
             };
-            if let Some(Offset::Offset(next)) = read.find_partition(topic, p).map(|e| e.offset()) {
+            if let Some(&next) = read.get(&p) {
                 if next > committed {
                     uncommitted.insert(p, next);
                 }
@@ -333,7 +354,7 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         timeout: Duration,
     ) -> ConnectResult<Vec<ConnectRecord<(), ReplicatedRecord>>> {
         self.refresh_in_background().await;
-        if Instant::now() >= self.next_reroute {
+        if self.batches.is_none() && Instant::now() >= self.next_reroute {
             self.reader.reroute();
             self.next_reroute = Instant::now() + REROUTE_INTERVAL;
         }
@@ -353,6 +374,13 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
                 timeout -= wait;
             }
             max_bytes = max_bytes.min(throttle.burst());
+        }
+        if let Some(batches) = &self.batches {
+            let (records, bytes) = batches.drain(&mut self.names, max_records, max_bytes, timeout).await?;
+            if let Some((throttle, _)) = &mut self.throttle {
+                throttle.spend(bytes, Instant::now());
+            }
+            return Ok(records);
         }
         // What is already fetched is taken on this thread, without waiting; only when nothing
         // is, one blocking call waits up to `timeout` for the first record (then takes the rest
@@ -419,6 +447,9 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
             tpl.add_partition_offset(topic, *partition, *offset)
                 .map_err(|e| ConnectError::offset(format!("rewind {topic} partition {partition}"), e))?;
         }
+        if let Some(batches) = &self.batches {
+            return batches.assign(&tpl);
+        }
         let reader = self.reader.clone();
         blocking(move || {
             let mut all = tpl.clone();
@@ -434,6 +465,10 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
 
     /// Unassigns this slot's partitions (the consumer may be shared with other slots).
     async fn close(&mut self) -> ConnectResult<()> {
+        if let Some(batches) = &self.batches {
+            batches.release();
+            return Ok(());
+        }
         let reader = self.reader.clone();
         blocking(move || reader.release()).await.map_err(|e| ConnectError::backend("unassign source partitions", e))
     }

@@ -5,6 +5,7 @@ mod support;
 
 mod acls;
 mod active_active;
+mod batches;
 mod checkpoints;
 mod crash;
 mod cutover;

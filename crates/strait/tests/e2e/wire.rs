@@ -171,7 +171,7 @@ pub(crate) fn encoded_batch(prefix: &str, first: usize, count: usize, codec: Cod
     Batch::new(buf.freeze()).expect("one batch")
 }
 
-const CODECS: [(&str, Codec); 4] =
+pub(crate) const CODECS: [(&str, Codec); 4] =
     [("gzip", Codec::Gzip), ("snappy", Codec::Snappy), ("lz4", Codec::Lz4), ("zstd", Codec::Zstd)];
 
 #[tokio::test(flavor = "multi_thread")]

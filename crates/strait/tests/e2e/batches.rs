@@ -1,0 +1,171 @@
+//! `copy = "batches"` (issue 27) end to end through `strait run`: the target stores the
+//! source's batches byte for byte (but for the producer's fields, CRC and offsets) in every
+//! codec, timestamps of 0 kept; the offset syncs map a source record to the same record on the
+//! target; a SIGKILL mid-stream loses nothing and writes again only the batches after the last
+//! saved position.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use strait_mm2::OffsetSync;
+use strait_wire::{Batch, ClientOptions, Cluster, Outgoing, Producer};
+
+use crate::support::*;
+use crate::wire::{encoded_batch, fetch_all, CODECS};
+
+/// Records `range` of partition `p` (codec `name`): keyed, with headers, one of them null.
+fn records(p: i32, name: &str, range: std::ops::Range<i32>) -> Vec<Rec> {
+    range
+        .map(|i| {
+            let mut r = Rec::simple(p, &format!("{name}-{i}"));
+            r.key = Some(format!("k{i}").into_bytes());
+            r.headers = vec![("h".into(), Some(vec![i as u8])), ("null".into(), None)];
+            r
+        })
+        .collect()
+}
+
+/// Produces `range` of every partition in its codec, in librdkafka's batches.
+async fn produce_all(a: &str, topic: &str, range: std::ops::Range<i32>) {
+    for (p, (name, _)) in CODECS.iter().enumerate() {
+        let settings = [("compression.type", *name), ("linger.ms", "5"), ("batch.size", "4000")];
+        produce_with(a, topic, &records(p as i32, name, range.clone()), &settings).await;
+    }
+}
+
+/// How `copied` is made of `source` (both in log order): `source` whole, once the `repeated`
+/// items at the end of its first `upto` come again (a replay from the last saved position).
+/// `None` when it is not of that shape: something lost, reordered or repeated elsewhere.
+fn replayed<T: PartialEq>(source: &[T], copied: &[T]) -> Option<usize> {
+    if copied.len() < source.len() {
+        return None;
+    }
+    let repeated = copied.len() - source.len();
+    // The replay starts where the copy runs into a record it already had.
+    let upto = (0..source.len()).find(|&x| copied[x] != source[x]).unwrap_or(source.len());
+    (upto >= repeated && copied[..upto] == source[..upto] && copied[upto..] == source[upto - repeated..])
+        .then_some(repeated)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batches_flow_stores_the_source_batches_as_they_are_and_a_sigkill_replays_only_unsaved_ones() {
+    let f = TopicFlow::new("batches", 4).await;
+    // Partition p in codec p: librdkafka's batches, then three of kafka-protocol's encoder whose
+    // first record is stamped 0 (librdkafka sends 0 as "now"), then librdkafka's again.
+    produce_all(&f.a, &f.topic, 0..600).await;
+    let mut to_source = Producer::init(
+        Cluster::connect(&f.a, ClientOptions::plaintext("batches-test", Duration::from_secs(10))).await.unwrap(),
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("a producer id from the source");
+    for (p, (name, codec)) in CODECS.iter().enumerate() {
+        let encoded: Vec<Outgoing> = (0..3)
+            .map(|i| Outgoing {
+                topic: f.topic.clone(),
+                partition: p as i32,
+                batch: encoded_batch(&format!("{name}-enc"), i * 20, 20, *codec, true),
+            })
+            .collect();
+        to_source.produce(&encoded).await.expect("encoded batches produced to the source");
+    }
+    produce_all(&f.a, &f.topic, 600..1_200).await;
+
+    let config = f.config("copy = \"batches\"\ncommit_interval_ms = 300\nemit_checkpoints = false");
+    let strait = Strait::start(&f.p, &config);
+    wait_until("the first records copied", Duration::from_secs(60), || {
+        count(&f.b, &f.remote).unwrap_or(0) >= 4 * 1_260
+    })
+    .await;
+    // More arrive while it runs; it is killed in the middle of them.
+    let (a, topic) = (f.a.clone(), f.topic.clone());
+    let more = tokio::spawn(async move {
+        for round in 0..8 {
+            produce_all(&a, &topic, 1_200 + round * 300..1_500 + round * 300).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    wait_until("copying the records arriving", Duration::from_secs(60), || {
+        count(&f.b, &f.remote).unwrap_or(0) >= 4 * (1_260 + 600)
+    })
+    .await;
+    let first_logs = strait.logs();
+    strait.kill();
+    more.await.unwrap();
+    let strait = Strait::start(&f.p, &config);
+    let total = 4 * (1_260 + 2_400);
+    wait_until("every record copied after the restart", Duration::from_secs(90), || {
+        count(&f.b, &f.remote).unwrap_or(0) >= total
+    })
+    .await;
+    // A commit interval and more, for the restarted copy to settle.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let logs = strait.logs();
+
+    let (source, target) = (read_all(&f.a, &f.topic, true), read_all(&f.b, &f.remote, true));
+    let mut sources =
+        Cluster::connect(&f.a, ClientOptions::plaintext("batches-test", Duration::from_secs(10))).await.unwrap();
+    sources.refresh(&[&f.topic]).await.unwrap();
+    let mut targets =
+        Cluster::connect(&f.b, ClientOptions::plaintext("batches-test", Duration::from_secs(10))).await.unwrap();
+    targets.refresh(&[&f.remote]).await.unwrap();
+    let (source_batches, target_batches) =
+        (fetch_all(&mut sources, &f.topic, 4, 1 << 20).await, fetch_all(&mut targets, &f.remote, 4, 1 << 20).await);
+    let mut replays = BTreeMap::new();
+    for (p, (name, _)) in CODECS.iter().enumerate() {
+        let p = p as i32;
+        // Keys, values, headers and timestamps (0 included): every record once, and again only
+        // a replay of the last batches before the kill.
+        let recs =
+            |all: &BTreeMap<i32, Vec<(i64, Rec)>>| -> Vec<Rec> { all[&p].iter().map(|(_, r)| r.clone()).collect() };
+        let (from, to) = (recs(&source), recs(&target));
+        assert_eq!(from.len(), 1_260 + 2_400, "{name}: the source holds what was produced");
+        let repeated = replayed(&from, &to).unwrap_or_else(|| {
+            panic!("{name}: the target holds {} records, not the source's {} with one replay at the kill; logs: {first_logs}\n{logs}", to.len(), from.len())
+        });
+        assert!(to.iter().filter(|r| r.timestamp == 0).count() >= 3, "{name}: timestamps of 0 kept");
+
+        // The batches as stored: the same bytes after the producer fields, CRC and offsets.
+        let stored = |fetched: &BTreeMap<i32, Vec<strait_wire::Fetched>>| -> Vec<Batch> {
+            fetched[&p].iter().flat_map(|f| f.committed()).cloned().collect()
+        };
+        let (from, to) = (stored(&source_batches), stored(&target_batches));
+        assert!(from.len() > 20, "{name}: partition {p} has many batches ({})", from.len());
+        let payload = |bs: &[Batch]| -> Vec<(i16, i64, i64, i32, Vec<u8>)> {
+            bs.iter()
+                .map(|b| {
+                    (b.attributes(), b.base_timestamp(), b.max_timestamp(), b.record_count(), b.bytes()[61..].to_vec())
+                })
+                .collect()
+        };
+        let batches_repeated = replayed(&payload(&from), &payload(&to)).unwrap_or_else(|| {
+            panic!("{name}: the target's {} batches are not the source's {} as they are", to.len(), from.len())
+        });
+        assert!(to.iter().all(Batch::crc_matches), "{name}: every target batch intact");
+        replays.insert(*name, (repeated, batches_repeated));
+
+        // Each offset sync maps a source record to the same record on the target.
+        let at = |all: &BTreeMap<i32, Vec<(i64, Rec)>>, offset: i64| {
+            all[&p].iter().find(|(o, _)| *o == offset).map(|(_, r)| r.clone())
+        };
+        let syncs: Vec<OffsetSync> = read_all(&f.b, &format!("mm2-offset-syncs.{}.internal", f.src), true)
+            .remove(&0)
+            .unwrap()
+            .into_iter()
+            .map(|(_, r)| OffsetSync::decode(r.key.as_deref().unwrap(), r.value.as_deref().unwrap()).unwrap())
+            .filter(|s| s.topic == f.topic && s.partition == p)
+            .collect();
+        assert!(!syncs.is_empty(), "{name}: offset syncs written");
+        for s in &syncs {
+            let (up, down) = (at(&source, s.upstream.0), at(&target, s.downstream.0));
+            assert!(
+                up.is_some() && up == down,
+                "{name}: sync {} -> {} maps a record to itself",
+                s.upstream.0,
+                s.downstream.0
+            );
+        }
+    }
+    println!("records and batches written again after the SIGKILL, per codec: {replays:?}");
+    assert!(logs.contains("flow started"), "{logs}");
+}
