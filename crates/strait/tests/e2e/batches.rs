@@ -2,11 +2,16 @@
 //! source's batches byte for byte (but for the producer's fields, CRC and offsets) in every
 //! codec, timestamps of 0 kept; the offset syncs map a source record to the same record on the
 //! target; a SIGKILL mid-stream loses nothing and writes again only the batches after the last
-//! saved position.
+//! saved position; source transactions are copied as a `read_committed` consumer reads them; a
+//! batch the target refuses stops the flow naming it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer as _, ThreadedProducer};
+use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_mm2::OffsetSync;
 use strait_wire::{Batch, ClientOptions, Cluster, Outgoing, Producer};
 
@@ -168,4 +173,100 @@ async fn a_batches_flow_stores_the_source_batches_as_they_are_and_a_sigkill_repl
     }
     println!("records and batches written again after the SIGKILL, per codec: {replays:?}");
     assert!(logs.contains("flow started"), "{logs}");
+}
+
+/// Source transactions through a batch flow: the committed ones are copied, the aborted one
+/// never is (its batches are dropped, not just hidden by markers: the target holds no marker),
+/// and records after an open transaction wait until it commits, as a `read_committed`
+/// consumer's would.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batches_flow_copies_committed_transactions_only_and_waits_behind_an_open_one() {
+    let f = TopicFlow::new("batchtx", 2).await;
+    crate::wire::transactions(&f.a, &f.topic);
+    let open: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &f.a)
+        .set("transactional.id", format!("{}-open", f.topic))
+        .set("compression.type", "zstd")
+        .create()
+        .unwrap();
+    open.init_transactions(Duration::from_secs(30)).unwrap();
+    open.begin_transaction().unwrap();
+    for i in 0..10 {
+        let value = format!("open-{i}");
+        open.send(BaseRecord::<[u8], [u8]>::to(&f.topic).partition(0).payload(value.as_bytes())).unwrap();
+    }
+    open.flush(Duration::from_secs(30)).unwrap();
+    produce(&f.a, &f.topic, &(0..5).map(|i| Rec::simple(0, &format!("after-{i}"))).collect::<Vec<_>>()).await;
+
+    let strait = Strait::start(&f.p, &f.config("copy = \"batches\"\ncommit_interval_ms = 300"));
+    // Two committed transactions of 20 records per partition.
+    wait_until("the committed transactions copied", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(80))
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(count(&f.b, &f.remote), Some(80), "nothing past the open transaction: {}", strait.logs());
+    open.commit_transaction(Duration::from_secs(30)).unwrap();
+    wait_until("the rest copied once it commits", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(95)).await;
+
+    // Read uncommitted: the target holds only what the source committed, in its order.
+    let values = |bootstrap: &str, topic: &str, p: i32| -> Vec<Vec<u8>> {
+        read_all(bootstrap, topic, false)[&p].iter().filter_map(|(_, r)| r.value.clone()).collect()
+    };
+    let raw: Vec<Vec<u8>> = fetch_uncommitted(&f.b, &f.remote).await;
+    assert!(!raw.iter().any(|v| v.ends_with(b"aborted")), "no aborted record on the target, even uncommitted");
+    assert_eq!(raw.len(), 95, "and no control batch: every offset a record");
+    for p in 0..2 {
+        assert_eq!(values(&f.b, &f.remote, p), values(&f.a, &f.topic, p), "partition {p} reads as the source");
+    }
+    assert!(strait.stop().success());
+}
+
+/// Every record value of `topic` (2 partitions) read `read_uncommitted`.
+async fn fetch_uncommitted(bootstrap: &str, topic: &str) -> Vec<Vec<u8>> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "strait-test-uncommitted")
+        .set("isolation.level", "read_uncommitted")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = BTreeMap::new();
+    for p in 0..2 {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+        ends.insert(p, c.fetch_watermarks(topic, p, Duration::from_secs(10)).unwrap().1);
+    }
+    c.assign(&tpl).unwrap();
+    let (mut values, mut seen) = (Vec::new(), BTreeMap::new());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while ends.iter().any(|(p, end)| seen.get(p).copied().unwrap_or(0) < *end) {
+        assert!(std::time::Instant::now() < deadline, "{topic} read uncommitted in 30 s");
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            seen.insert(m.partition(), m.offset() + 1);
+            values.push(m.payload().unwrap_or_default().to_vec());
+        }
+    }
+    values
+}
+
+/// A batch larger than the target topic accepts stops the flow, naming the partition and the
+/// batch's source offset, and nothing after it is written ahead of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_the_target_refuses_stops_the_flow_naming_it() {
+    let f = TopicFlow::new("batchbig", 1).await;
+    create_topic(&f.b, &f.remote, 1, &[("max.message.bytes", "2000")]).await;
+    let small = |from: i32| (from..from + 5).map(|i| Rec::simple(0, &format!("small-{i}"))).collect::<Vec<_>>();
+    produce(&f.a, &f.topic, &small(0)).await;
+    let big: Vec<Rec> = (0..40).map(|i| Rec::simple(0, &format!("{i:0>200}"))).collect();
+    produce_with(&f.a, &f.topic, &big, &[("linger.ms", "100"), ("batch.size", "100000")]).await;
+    produce(&f.a, &f.topic, &small(5)).await;
+    let first_big =
+        read_all(&f.a, &f.topic, false)[&0].iter().find(|(_, r)| r.value.as_ref().unwrap().len() == 200).unwrap().0;
+
+    let strait = Strait::start(&f.p, &f.config("copy = \"batches\"\ncommit_interval_ms = 300"));
+    let logs = exits_with(strait, 1, Duration::from_secs(60)).await;
+    let named = format!("{}/0: the batch from source offset {first_big} was not produced", f.remote);
+    assert!(logs.contains(&named), "the error names the batch ({named}): {logs}");
+    let copied: Vec<Vec<u8>> =
+        read_all(&f.b, &f.remote, false)[&0].iter().filter_map(|(_, r)| r.value.clone()).collect();
+    let before: Vec<Vec<u8>> = small(0).into_iter().filter_map(|r| r.value).collect();
+    assert_eq!(copied, before, "the records before the refused batch, and none after it");
 }

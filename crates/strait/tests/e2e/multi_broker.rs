@@ -2,10 +2,11 @@
 //! the shape of Kafka's own replication system tests: 300,000 sequenced records produced with
 //! `acks=all` while the leader of the partitions is bounced 5 times (SIGKILL, restart) on the
 //! target and then on the source, and while all three target brokers are restarted one by one
-//! with a controlled shutdown (SIGTERM). Each case runs an at-least-once and an exactly-once flow
-//! side by side through the same faults: no record lost in either, none duplicated exactly-once
-//! (`read_committed`), and no ERROR line in Strait's log (a broker bounce is no failure of
-//! Strait's). Lost, duplicated and time to resume are printed per case.
+//! with a controlled shutdown (SIGTERM). Each case runs an at-least-once, an exactly-once and a
+//! batch-copying (`copy = "batches"`, at-least-once) flow side by side through the same faults:
+//! no record lost in any, none duplicated exactly-once (`read_committed`), and no ERROR line in
+//! Strait's log (a broker bounce is no failure of Strait's). Lost, duplicated and time to resume
+//! are printed per case.
 //!
 //! The three-node cluster is shared (`scripts/test` starts it): the cases take turns on it and
 //! leave every node up when they end, passed or failed.
@@ -128,7 +129,7 @@ struct Replica {
     strait: Strait,
 }
 
-/// Runs `fault` on `side` with an at-least-once and an exactly-once flow side by side; asserts
+/// Runs `fault` on `side` with an at-least-once, an exactly-once and a batch flow side by side; asserts
 /// nothing lost, no duplicate exactly-once, no ERROR log line; prints the counts.
 async fn case(name: &str, side: Side, fault: Fault) {
     let (three, control) = three_nodes();
@@ -147,9 +148,9 @@ async fn case(name: &str, side: Side, fault: Fault) {
         Side::Target => create_topic(&source, &topic, PARTITIONS, &[]).await,
     }
     let mut replicas = Vec::new();
-    for (i, (mode, delivery)) in
-        [("at-least-once", ""), ("exactly-once", "delivery = \"exactly_once\"\n")].into_iter().enumerate()
-    {
+    let modes =
+        [("at-least-once", ""), ("exactly-once", "delivery = \"exactly_once\"\n"), ("batches", "copy = \"batches\"\n")];
+    for (i, (mode, delivery)) in modes.into_iter().enumerate() {
         let (src, dst) = (format!("{p}{i}s"), format!("{p}{i}d"));
         let remote = format!("{src}.{topic}");
         if side == Side::Target {
@@ -213,7 +214,7 @@ async fn case(name: &str, side: Side, fault: Fault) {
         while !waiting.is_empty() {
             assert!(
                 fault_at.elapsed() < Duration::from_secs(90),
-                "{name}: flows {waiting:?} (0 at-least-once, 1 exactly-once) not resumed within 90 s of node {id} going down: {before} records sent to the source then, {} now; the target holds {:?}",
+                "{name}: flows {waiting:?} (0 at-least-once, 1 exactly-once, 2 batches) not resumed within 90 s of node {id} going down: {before} records sent to the source then, {} now; the target holds {:?}",
                 sent.load(Ordering::SeqCst),
                 replicas.iter().map(|r| count(&target, &r.remote)).collect::<Vec<_>>()
             );
@@ -268,16 +269,16 @@ async fn case(name: &str, side: Side, fault: Fault) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn target_leader_bounced_5_times_in_both_modes() {
+async fn target_leader_bounced_5_times_in_every_mode() {
     case("target leader bounced 5 times", Side::Target, Fault::LeaderBounce).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn source_leader_bounced_5_times_in_both_modes() {
+async fn source_leader_bounced_5_times_in_every_mode() {
     case("source leader bounced 5 times", Side::Source, Fault::LeaderBounce).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn target_rolling_restart_with_controlled_shutdown_in_both_modes() {
+async fn target_rolling_restart_with_controlled_shutdown_in_every_mode() {
     case("target rolling restart (SIGTERM)", Side::Target, Fault::RollingRestart).await;
 }

@@ -21,7 +21,7 @@ use crate::support::*;
 
 /// Three transactions of 20 records per partition of `topic` (2 partitions): committed,
 /// aborted, committed.
-fn transactions(bootstrap: &str, topic: &str) {
+pub(crate) fn transactions(bootstrap: &str, topic: &str) {
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("transactional.id", topic)
