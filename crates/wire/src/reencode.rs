@@ -1,7 +1,9 @@
 //! The batches that cannot be forwarded as they are, opened and written anew in the same codec
 //! (issue 27, point 2): the batch a resume starts inside, whose records before the saved position
 //! are already copied, and a batch the source broker stamped with its append time
-//! (`LogAppendTime`), which a `CreateTime` target would give back with the producer's times.
+//! (`LogAppendTime`), which a `CreateTime` target would give back with the producer's times, and
+//! a batch the log cleaner left with gaps between its offsets (a compacted topic), which a broker
+//! refuses in a produce request (`InvalidRecord`).
 
 use bytes::BytesMut;
 use kafka_protocol::records::{
@@ -18,6 +20,9 @@ pub enum Reason {
     StartsBeforePosition,
     /// Its timestamps are the source broker's append time.
     LogAppendTime,
+    /// Compaction removed records from it: its offsets have gaps, and a broker takes a
+    /// produced batch only when its record count spans its offsets.
+    OffsetGaps,
 }
 
 impl Batch {
@@ -28,13 +33,17 @@ impl Batch {
             Some(Reason::StartsBeforePosition)
         } else if self.is_log_append_time() {
             Some(Reason::LogAppendTime)
+        } else if self.record_count() != self.last_offset_delta() + 1 {
+            Some(Reason::OffsetGaps)
         } else {
             None
         }
     }
 
-    /// Its records from offset `position` on, in a new batch of the same codec: offsets, keys,
-    /// values, headers and create timestamps as they were; a `LogAppendTime` batch's records
+    /// Its records from offset `position` on, in a new batch of the same codec: keys, values,
+    /// headers and create timestamps as they were, offsets consecutive from the first record's
+    /// (the gaps of a compacted batch closed: the target numbers them anew anyway, and
+    /// [`Batch::last_offset`] is then no longer the source's); a `LogAppendTime` batch's records
     /// take its append time as their create time (what a consumer of the source reads). The
     /// producer fields are left unset for [`Batch::for_producer`]. None when every record lies
     /// before `position`. Errors: [`BatchError::Malformed`] when the records do not decode, or a
@@ -46,7 +55,8 @@ impl Batch {
         let mut records: Vec<_> = set.records.into_iter().filter(|r| r.offset >= position).collect();
         let Some(first) = records.first().map(|r| r.offset) else { return Ok(None) };
         let append_time = self.is_log_append_time().then(|| self.max_timestamp());
-        for r in &mut records {
+        for (i, r) in records.iter_mut().enumerate() {
+            r.offset = first + i as i64;
             if let Some(time) = append_time {
                 (r.timestamp, r.timestamp_type) = (time, TimestampType::Creation);
             }
@@ -126,6 +136,43 @@ mod tests {
         assert_eq!(kept, want);
         assert!(set.records.iter().all(|r| r.headers.len() == 1 && r.producer_id == -1));
         assert!(b.records_from(110).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_compacted_batch_is_written_anew_with_consecutive_offsets() {
+        let kept = [100_i64, 101, 103, 107];
+        let records: Vec<Record> = kept
+            .iter()
+            .map(|&o| Record {
+                transactional: false,
+                control: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: o,
+                sequence: (o - 100) as i32,
+                timestamp: o,
+                key: Some(Bytes::from(format!("k{o}"))),
+                value: Some(Bytes::from(format!("v{o}"))),
+                headers: IndexMap::new(),
+                delete_horizon: false,
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression: Codec::Snappy })
+            .unwrap();
+        let b = Batch::new(buf.freeze()).unwrap();
+        assert_eq!((b.record_count(), b.last_offset_delta()), (4, 7), "one batch with gaps");
+        assert_eq!(b.reencode_reason(100), Some(Reason::OffsetGaps));
+        let anew = b.records_from(100).unwrap().unwrap();
+        assert_eq!((anew.base_offset(), anew.last_offset(), anew.record_count()), (100, 103, 4));
+        assert_eq!(anew.reencode_reason(100), None, "forwardable as it is now");
+        let set = RecordBatchDecoder::decode(&mut anew.bytes().clone()).unwrap();
+        let values: Vec<Bytes> = set.records.iter().map(|r| r.value.clone().unwrap()).collect();
+        assert_eq!(values, kept.iter().map(|o| Bytes::from(format!("v{o}"))).collect::<Vec<_>>());
+        let tail = b.records_from(102).unwrap().unwrap();
+        assert_eq!((tail.base_offset(), tail.record_count()), (103, 2), "from the first record at the position on");
     }
 
     #[test]

@@ -21,7 +21,8 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long a connect or a request to the target waits for its answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A source batch on its way: where it came from (its last offset) and the target topic.
+/// A source batch on its way: where it came from (the source offset of its last record) and the
+/// target topic.
 pub struct Routed {
     pub source: SourceOffset,
     pub target: Arc<str>,
@@ -96,17 +97,18 @@ impl BatchWriter {
 }
 
 /// What a batch's ack feeds: the offset syncs of its first and last record (the target gives a
-/// batch's records consecutive offsets from its base), the partition's metrics, and its last
-/// offset for the position saved after it.
+/// batch's records consecutive offsets from its base; the last one's source offset is the
+/// record's, a compacted batch written anew having closed its gaps), the partition's metrics,
+/// and its last offset for the position saved after it.
 fn acked(w: &mut Writer, r: &Routed, a: Appended) {
-    let (topic, partition, b) = (&r.source.topic, r.source.partition, &r.batch);
+    let (topic, partition, b, last) = (&r.source.topic, r.source.partition, &r.batch, r.source.offset);
     w.syncs.acked(topic, partition, b.base_offset(), a.base_offset);
     let count = i64::from(b.record_count());
     if count > 1 {
-        w.syncs.acked(topic, partition, b.last_offset(), a.base_offset + count - 1);
+        w.syncs.acked(topic, partition, last, a.base_offset + count - 1);
     }
     w.stats.acked_batch(topic, partition, count as u64, b.bytes().len(), b.max_timestamp());
     // No timestamp with the position: the last record's is inside the (compressed) batch. The
     // topic id saved with it finds a recreated topic instead.
-    w.last.insert((topic.clone(), partition), (b.last_offset(), None));
+    w.last.insert((topic.clone(), partition), (last, None));
 }

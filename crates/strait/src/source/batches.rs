@@ -7,9 +7,10 @@
 //! [`BatchReader::drain`] takes from it. Each assignment of a partition gets a new generation: the
 //! batches fetched for an older one (before a rewind, an unassignment) are dropped, never handed
 //! on. A batch that starts before the partition's position (the first after a resume starts
-//! inside it) and a `LogAppendTime` batch are written anew from the position
-//! ([`strait_wire::reencode`]), so no record is handed on twice and a `CreateTime` target keeps
-//! the source's times.
+//! inside it), a `LogAppendTime` batch and a compacted batch (gaps between its offsets, which a
+//! broker refuses in a produce) are written anew from the position ([`strait_wire::reencode`]),
+//! so no record is handed on twice, a `CreateTime` target keeps the source's times, and
+//! compacted topics copy.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -56,6 +57,9 @@ struct Queued {
     topic: String,
     partition: i32,
     generation: u64,
+    /// The source offset of the batch's last record (a batch written anew without a compacted
+    /// batch's gaps ends lower).
+    last: i64,
     batch: Batch,
 }
 
@@ -206,17 +210,13 @@ impl BatchReader {
             if next.generation != q.generation {
                 continue;
             }
-            next.handed = Some(q.batch.last_offset() + 1);
+            next.handed = Some(q.last + 1);
             bytes += size;
             records.push(ConnectRecord {
                 key: None,
                 timestamp_ms: Some(q.batch.max_timestamp()),
                 headers: Vec::new(),
-                source_offset: SourceOffset {
-                    topic: names.get(&q.topic),
-                    partition: q.partition,
-                    offset: q.batch.last_offset(),
-                },
+                source_offset: SourceOffset { topic: names.get(&q.topic), partition: q.partition, offset: q.last },
                 size_bytes: size,
                 value: Some(ReplicatedRecord::Batch(q.batch)),
             });
@@ -407,6 +407,7 @@ impl Fetching {
                 if b.last_offset() < offset {
                     continue;
                 }
+                let last = b.last_offset();
                 let batch = match b.reencode_reason(offset) {
                     None => b.clone(),
                     Some(_) => match b.records_from(offset) {
@@ -418,7 +419,13 @@ impl Fetching {
                     },
                 };
                 shared.queued_bytes += batch.bytes().len();
-                shared.queue.push_back(Queued { topic: f.topic.clone(), partition: f.partition, generation, batch });
+                shared.queue.push_back(Queued {
+                    topic: f.topic.clone(),
+                    partition: f.partition,
+                    generation,
+                    last,
+                    batch,
+                });
                 queued = true;
             }
         }

@@ -270,3 +270,53 @@ async fn a_batch_the_target_refuses_stops_the_flow_naming_it() {
     let before: Vec<Vec<u8>> = small(0).into_iter().filter_map(|r| r.value).collect();
     assert_eq!(copied, before, "the records before the refused batch, and none after it");
 }
+
+/// A compacted source topic once the log cleaner took records out of its batches: gaps between
+/// a batch's offsets, which a broker refuses in a produce (`InvalidRecord`). Such a batch is
+/// written anew without them, and the target holds what a consumer of the source reads.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compacted_source_topic_is_copied_once_its_batches_have_gaps() {
+    let compacted = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "100"),
+        ("min.cleanable.dirty.ratio", "0.001"),
+        ("min.compaction.lag.ms", "0"),
+    ];
+    let f = TopicFlow::with_configs("batchcompact", 1, &compacted).await;
+    let keyed = |keys: &[usize], tag: &str| -> Vec<Rec> {
+        keys.iter()
+            .map(|k| {
+                let mut r = Rec::simple(0, &format!("{tag}-{k}"));
+                r.key = Some(format!("k{k}").into_bytes());
+                r
+            })
+            .collect()
+    };
+    let one_batch = [("linger.ms", "50"), ("compression.type", "lz4")];
+    // Every second key of the first batch comes again in the second: the cleaner keeps the
+    // others, with holes between them. Each write after 100 ms rolls the segment before it.
+    produce_with(&f.a, &f.topic, &keyed(&(0..10).collect::<Vec<_>>(), "old"), &one_batch).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    produce_with(&f.a, &f.topic, &keyed(&[0, 2, 4, 6, 8], "new"), &one_batch).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    produce(&f.a, &f.topic, &keyed(&[99], "last")).await;
+    let mut source =
+        Cluster::connect(&f.a, ClientOptions::plaintext("batches-test", Duration::from_secs(10))).await.unwrap();
+    source.refresh(&[&f.topic]).await.unwrap();
+    let mut gapped = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while !gapped {
+        assert!(std::time::Instant::now() < deadline, "the log cleaner compacted {} within 90 s", f.topic);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let fetched = fetch_all(&mut source, &f.topic, 1, 1 << 20).await;
+        gapped = fetched[&0].iter().flat_map(|f| f.committed()).any(|b| b.record_count() != b.last_offset_delta() + 1);
+    }
+
+    let strait = Strait::start(&f.p, &f.config("copy = \"batches\"\ncommit_interval_ms = 300"));
+    wait_until("the compacted topic copied", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(11)).await;
+    let recs = |bootstrap: &str, topic: &str| -> Vec<Rec> {
+        read_all(bootstrap, topic, false)[&0].iter().map(|(_, r)| r.clone()).collect()
+    };
+    assert_eq!(recs(&f.b, &f.remote), recs(&f.a, &f.topic), "the target reads as the compacted source");
+    assert!(strait.stop().success());
+}

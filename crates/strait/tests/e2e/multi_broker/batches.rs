@@ -49,7 +49,7 @@ async fn whole_cluster_with_topic(prefix: &str) -> (String, Control, Turn, Strin
 
 /// Kills (SIGKILL) the leader of `topic`'s partition 0 once `progress` reaches a third of `total`,
 /// then two thirds, each time restarting it after `progress` moved on by `while_down`; returns the
-/// nodes killed.
+/// nodes killed. A task that failed sets `progress` to `usize::MAX`, which ends every wait.
 async fn kill_the_leader_twice(
     three: &str,
     control: &Control,
@@ -65,7 +65,7 @@ async fn kill_the_leader_twice(
             .await;
         let id = multi::leader(three, topic, 0).unwrap().expect("partition 0 has a leader");
         node(control, id, Control::kill).await;
-        let resume = progress.load(Ordering::SeqCst) + while_down;
+        let resume = progress.load(Ordering::SeqCst).saturating_add(while_down);
         wait_until("progress while a node is down", Duration::from_secs(120), || {
             progress.load(Ordering::SeqCst) >= resume
         })
@@ -90,7 +90,14 @@ async fn batches_produced_while_their_leader_is_killed_twice_are_appended_once_i
         let mut appended: BTreeMap<i32, Vec<Appended>> = BTreeMap::new();
         for call in 0..CALLS {
             let outgoing = call_batches(&name, call);
-            let answers = producer.produce(&outgoing).await.unwrap_or_else(|e| panic!("call {call}: {e}"));
+            let answers = match producer.produce(&outgoing).await {
+                Ok(answers) => answers,
+                Err(e) => {
+                    // Past every wait for progress, so the failure itself is reported.
+                    done.store(usize::MAX, Ordering::SeqCst);
+                    panic!("call {call}: {e}");
+                }
+            };
             for (out, a) in outgoing.iter().zip(answers) {
                 appended.entry(out.partition).or_default().push(a);
             }
