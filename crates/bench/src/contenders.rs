@@ -11,6 +11,9 @@ pub enum Contender {
     Strait,
     /// `strait run` with `delivery = "exactly_once"`, otherwise default settings.
     StraitEos,
+    /// `strait run` with `copy = "batches"` (issue 27): the source's record batches forwarded as
+    /// they are, otherwise default settings.
+    StraitBatches,
     /// MirrorMaker 2 dedicated mode with defaults and `tasks.max=2`.
     Mm2Default,
     /// MirrorMaker 2 tuned as the Kafka docs and vendor guides suggest.
@@ -31,9 +34,10 @@ pub enum Contender {
 
 impl Contender {
     /// Every contender, in run order.
-    pub const ALL: [Contender; 8] = [
+    pub const ALL: [Contender; 9] = [
         Contender::Strait,
         Contender::StraitEos,
+        Contender::StraitBatches,
         Contender::Mm2Default,
         Contender::Mm2Tuned,
         Contender::Mm2Eos,
@@ -47,6 +51,7 @@ impl Contender {
         match self {
             Contender::Strait => "strait",
             Contender::StraitEos => "strait-eos",
+            Contender::StraitBatches => "strait-batches",
             Contender::Mm2Default => "mm2-default",
             Contender::Mm2Tuned => "mm2-tuned",
             Contender::Mm2Eos => "mm2-eos",
@@ -166,9 +171,13 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
     fs::create_dir_all(&dir).expect("run dir");
     let (out, err) = log_file(&dir);
     let child = match contender {
-        Contender::Strait | Contender::StraitEos => {
-            let delivery = if contender == Contender::StraitEos { "exactly_once" } else { "at_least_once" };
-            strait_command(env, &dir, tag, (source, target), topics, &format!("delivery = \"{delivery}\"\n"), "warn")
+        Contender::Strait | Contender::StraitEos | Contender::StraitBatches => {
+            let extra = match contender {
+                Contender::StraitEos => "delivery = \"exactly_once\"\n",
+                Contender::StraitBatches => "copy = \"batches\"\n",
+                _ => "delivery = \"at_least_once\"\n",
+            };
+            strait_command(env, &dir, tag, (source, target), topics, extra, "warn")
                 .stdout(out)
                 .stderr(err)
                 .spawn()

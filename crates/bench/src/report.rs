@@ -170,6 +170,30 @@ pub fn write(r: &Results, dir: &Path) -> String {
         div(strait.map(CatchUp::cpu_per_gb), floor.map(CatchUp::cpu_per_gb)),
         div(lat("strait").map(|l| l.p99_ms as f64), lat("raw-pipe+header").map(|l| l.p99_ms as f64)),
     );
+    // Issue 27's goals: against the raw pipe on each codec, against the record path uncompressed.
+    let mut batches = String::new();
+    for workload in ["catch-up", "catch-up-lz4", "catch-up-zstd"] {
+        let (Some(b), raw) = (find(&r.catch_up, "strait-batches", workload), find(&r.catch_up, "raw-pipe", workload))
+        else {
+            continue;
+        };
+        let _ = write!(
+            batches,
+            "; {workload} strait-batches/raw throughput={} cpu_per_gb={} target_bytes_per_source_byte={:.2}",
+            div(Some(b.records_per_s()), raw.map(CatchUp::records_per_s)),
+            div(Some(b.cpu_per_gb()), raw.map(CatchUp::cpu_per_gb)),
+            b.target_bytes_per_source_byte,
+        );
+        if workload == "catch-up" {
+            let _ = write!(
+                batches,
+                " strait-batches/strait throughput={} cpu_per_gb={}",
+                div(Some(b.records_per_s()), strait.map(CatchUp::records_per_s)),
+                div(Some(b.cpu_per_gb()), strait.map(CatchUp::cpu_per_gb)),
+            );
+        }
+    }
+    let ratio = format!("{ratio}{batches}");
     let mut wide = String::new();
     for width in crate::wide::WIDTHS {
         let workload = crate::wide::workload(width);
