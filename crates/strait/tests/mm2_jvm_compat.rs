@@ -58,17 +58,24 @@ fn decode(bootstrap: &str, topic: &str, kind: &str) -> (usize, usize, String) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mm2_jvm_compat_java_client_reads_what_strait_writes() {
-    java_client_reads_what_strait_writes("at_least_once").await;
+    java_client_reads_what_strait_writes("delivery = \"at_least_once\"").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mm2_jvm_compat_java_client_reads_what_strait_writes_exactly_once() {
-    java_client_reads_what_strait_writes("exactly_once").await;
+    java_client_reads_what_strait_writes("delivery = \"exactly_once\"").await;
 }
 
-/// Active/active with `delivery`; MM2's Java classes decode every offset sync, checkpoint and
-/// heartbeat, and translate as Strait does.
-async fn java_client_reads_what_strait_writes(delivery: &str) {
+/// A flow copying whole batches (issue 27) syncs from each batch's first and last record.
+#[tokio::test(flavor = "multi_thread")]
+async fn mm2_jvm_compat_java_client_reads_what_a_batch_flow_writes() {
+    java_client_reads_what_strait_writes("copy = \"batches\"").await;
+}
+
+/// Active/active with the flow `settings`; MM2's Java classes decode every offset sync,
+/// checkpoint and heartbeat, and translate as Strait does, to an offset from which the target
+/// holds the record at the group's position (a failover skips nothing).
+async fn java_client_reads_what_strait_writes(settings: &str) {
     let (a, b) = (cluster(1), cluster(2));
     let p = unique("jvm");
     let (aa, ba) = (format!("{p}a"), format!("{p}b"));
@@ -80,7 +87,7 @@ async fn java_client_reads_what_strait_writes(delivery: &str) {
     commit_group(&a, &group, &[(&topic, 0, 170), (&topic, 1, 300)]);
     let flow = |s: &str, t: &str| {
         format!(
-            "[[flows]]\nsource = \"{s}\"\ntarget = \"{t}\"\ndelivery = \"{delivery}\"\ntopics = [\"{p}-.*\"]\nrefresh_topics_interval_ms = 1000\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000\n"
+            "[[flows]]\nsource = \"{s}\"\ntarget = \"{t}\"\n{settings}\ntopics = [\"{p}-.*\"]\nrefresh_topics_interval_ms = 1000\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\nsync_group_offsets = true\nsync_group_offsets_interval_ms = 1000\n"
         )
     };
     // Active/active, so each side has a heartbeats topic that the other replicates as
@@ -136,6 +143,17 @@ async fn java_client_reads_what_strait_writes(delivery: &str) {
     assert_eq!(java.len(), 2, "{java:?}");
     assert_eq!(java, cli, "RemoteClusterUtils.translateOffsets == strait translate-offsets");
     assert_eq!(java, synced, "RemoteClusterUtils.translateOffsets == group offset sync");
+    // The group's next record on the source, from the translated offset on on the target.
+    for (part, position) in [(0, 170), (1, 300)] {
+        let next = read_all(&a, &topic, false)[&part].iter().find(|(o, _)| *o == position).map(|(_, r)| r.value.clone());
+        let from = java[&(remote.clone(), part)];
+        let after: Vec<Option<Vec<u8>>> =
+            read_all(&b, &remote, false)[&part].iter().filter(|(o, _)| *o >= from).map(|(_, r)| r.value.clone()).collect();
+        assert!(
+            next.is_none_or(|v| after.contains(&v)),
+            "partition {part}: read from {from} on, the target holds the group's next record"
+        );
+    }
 
     let client = mm2_check(&["client", &b]).expect("MirrorClient");
     for line in [
