@@ -145,10 +145,14 @@ async fn java_client_reads_what_strait_writes(settings: &str) {
     assert_eq!(java, synced, "RemoteClusterUtils.translateOffsets == group offset sync");
     // The group's next record on the source, from the translated offset on on the target.
     for (part, position) in [(0, 170), (1, 300)] {
-        let next = read_all(&a, &topic, false)[&part].iter().find(|(o, _)| *o == position).map(|(_, r)| r.value.clone());
+        let next =
+            read_all(&a, &topic, false)[&part].iter().find(|(o, _)| *o == position).map(|(_, r)| r.value.clone());
         let from = java[&(remote.clone(), part)];
-        let after: Vec<Option<Vec<u8>>> =
-            read_all(&b, &remote, false)[&part].iter().filter(|(o, _)| *o >= from).map(|(_, r)| r.value.clone()).collect();
+        let after: Vec<Option<Vec<u8>>> = read_all(&b, &remote, false)[&part]
+            .iter()
+            .filter(|(o, _)| *o >= from)
+            .map(|(_, r)| r.value.clone())
+            .collect();
         assert!(
             next.is_none_or(|v| after.contains(&v)),
             "partition {part}: read from {from} on, the target holds the group's next record"

@@ -47,9 +47,15 @@ async fn whole_cluster_with_topic(prefix: &str) -> (String, Control, Turn, Strin
     (three, control, turn, topic)
 }
 
+/// How long a node stays down waiting for `while_down` progress before it is restarted anyway.
+const DOWN_AT_MOST: Duration = Duration::from_secs(60);
+
 /// Kills (SIGKILL) the leader of `topic`'s partition 0 once `progress` reaches a third of `total`,
-/// then two thirds, each time restarting it after `progress` moved on by `while_down`; returns the
-/// nodes killed. A task that failed sets `progress` to `usize::MAX`, which ends every wait.
+/// then two thirds, each time restarting it after `progress` moved on by `while_down`, or after
+/// [`DOWN_AT_MOST`] (the partitions' leaders and ISRs are then printed: a cluster that could not
+/// take the records with a node down, or a client that did not move on). Returns the nodes
+/// killed, each with whether progress was made while it was down. A task that failed sets
+/// `progress` to `usize::MAX`, which ends every wait.
 async fn kill_the_leader_twice(
     three: &str,
     control: &Control,
@@ -57,7 +63,7 @@ async fn kill_the_leader_twice(
     progress: &AtomicUsize,
     total: usize,
     while_down: usize,
-) -> Vec<i32> {
+) -> Vec<(i32, bool)> {
     let mut killed = Vec::new();
     for round in 1..=2 {
         let at = round * total / 3;
@@ -66,13 +72,22 @@ async fn kill_the_leader_twice(
         let id = multi::leader(three, topic, 0).unwrap().expect("partition 0 has a leader");
         node(control, id, Control::kill).await;
         let resume = progress.load(Ordering::SeqCst).saturating_add(while_down);
-        wait_until("progress while a node is down", Duration::from_secs(120), || {
-            progress.load(Ordering::SeqCst) >= resume
-        })
-        .await;
+        let down = std::time::Instant::now();
+        while progress.load(Ordering::SeqCst) < resume && down.elapsed() < DOWN_AT_MOST {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let moved_on = progress.load(Ordering::SeqCst) >= resume;
+        if !moved_on {
+            eprintln!(
+                "node {id} down {} s without progress ({} of {resume}); partitions: {:?}",
+                DOWN_AT_MOST.as_secs(),
+                progress.load(Ordering::SeqCst),
+                multi::partitions(three, topic)
+            );
+        }
         node(control, id, Control::restart).await;
         fully_replicated(three).await;
-        killed.push(id);
+        killed.push((id, moved_on));
     }
     killed
 }
@@ -112,8 +127,11 @@ async fn batches_produced_while_their_leader_is_killed_twice_are_appended_once_i
     let (appended, retried) = producing.await.expect("the producing task");
     drop(turn);
 
-    eprintln!("batches through two leader kills (nodes {killed:?}): {retried} batch rounds retried");
+    eprintln!(
+        "batches through two leader kills (nodes, moved on while down: {killed:?}): {retried} batch rounds retried"
+    );
     assert!(retried > 0, "the kills made the producer retry");
+    assert!(killed.iter().any(|(_, moved_on)| *moved_on), "the producer moved on to a new leader while one was down");
     let report = sequence_report(&three, &topic, PARTITIONS, CALLS * RECORDS);
     for (p, seen) in &report {
         assert_eq!((seen.missing, seen.duplicated, seen.reordered), (0, 0, 0), "partition {p}: {seen:?}");
@@ -209,7 +227,8 @@ async fn batches_fetched_while_their_leader_is_killed_twice_are_read_once_in_ord
     let diverging = answered.iter().find_map(|f| f.diverging);
     assert_eq!(diverging, Some(Diverging { epoch: first_epoch, end_offset: end }), "{answered:?}");
 
-    eprintln!("fetched through two leader kills (nodes {killed:?}): {failed} fetches failed, {moved} partitions answered a moved leader");
+    eprintln!("fetched through two leader kills (nodes, moved on while down: {killed:?}): {failed} fetches failed, {moved} partitions answered a moved leader");
+    assert!(killed.iter().any(|(_, moved_on)| *moved_on), "the fetch moved on to a new leader while one was down");
     assert!(failed + moved > 0, "the kills reached the fetches");
     for p in 0..PARTITIONS {
         let expected: Vec<String> = (0..FETCHED_BATCHES * RECORDS).map(|i| format!("p{p}-{i}")).collect();
