@@ -56,9 +56,10 @@ impl BatchWriter {
     /// partition's first batch from this producer goes alone, ahead of the rest: the broker
     /// takes any sequence as a producer's first in a partition, so were it refused, a batch sent
     /// behind it would still be written, ahead of it (the record path's rule, `AtLeastOnce::hold`).
-    /// Errors: a batch the target refused or did not take within 300 s, naming its source
-    /// topic, partition and offset; the batches before it may be written, and are again after a
-    /// restart (positions are saved only after acks).
+    /// Errors (never retriable: the producer's sequences are then unknown): a batch the target
+    /// refused or did not take within 300 s, naming its target topic, partition and source
+    /// offset; the batches before it may be written, and are again after a restart (positions
+    /// are saved only after acks).
     pub async fn write(&mut self, w: &mut Writer, batches: Vec<Routed>) -> ConnectResult<()> {
         let (mut firsts, mut rest) = (Vec::new(), Vec::new());
         let mut seen = HashSet::new();
@@ -85,7 +86,12 @@ impl BatchWriter {
             let appended = self.producer.produce(&out).await.map_err(|e| {
                 let context =
                     format!("flow {} slot {}: copying batches to {}", w.flow.name, w.slot, w.flow.target.alias);
-                wire_error(context, e)
+                // Never retriable here: the producer's sequences are unknown after a failed call,
+                // so the flow starts anew with a new producer.
+                match wire_error(context, e) {
+                    ConnectError::Retriable { context, cause } => ConnectError::Backend { context, cause },
+                    e => e,
+                }
             })?;
             for (r, a) in round.iter().zip(appended) {
                 self.written.insert((r.source.topic.clone(), r.source.partition));
