@@ -239,7 +239,7 @@ pub(super) fn resolve(
         if r.replication_policy == PolicyKind::Identity {
             return Err(err(
                 format!("{field}.copy"),
-                "\"batches\" needs replication_policy = \"default\": a batch cannot take the provenance header that stops an identity-named record from coming back (active/active), and only the source alias in the target's name stops it instead",
+                "\"batches\" needs replication_policy = \"default\": a batch cannot carry the provenance header that keeps identity-named records from looping back (active/active); under the default policy the source alias in the target topic's name does that",
             ));
         }
         if f.writing.delivery == DeliveryKind::ExactlyOnce {
