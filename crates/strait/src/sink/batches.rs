@@ -84,8 +84,8 @@ impl BatchWriter {
                 })
                 .collect();
             let appended = self.producer.produce(&out).await.map_err(|e| {
-                let context =
-                    format!("flow {} slot {}: copying batches to {}", w.flow.name, w.slot, w.flow.target.alias);
+                // The flow and slot are named by the runtime's caller.
+                let context = format!("copying batches to {}", w.flow.target.alias);
                 // Never retriable here: the producer's sequences are unknown after a failed call,
                 // so the flow starts anew with a new producer.
                 match wire_error(context, e) {
