@@ -195,3 +195,23 @@ pub fn wire_error(context: String, e: strait_wire::WireError) -> ConnectError {
         e => ConnectError::backend(context, e),
     }
 }
+
+/// How long a connect or a request of the batch path's client waits for its answer.
+const WIRE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The batch path's client of `cluster` (`strait-wire`), its TLS and SASL from the cluster's
+/// `[clusters.client]` settings, connected and its brokers known; `what` names the use in
+/// errors. Errors: a setting the client refuses (invalid), refused credentials or TLS (denied),
+/// a cluster that does not answer (retriable).
+pub async fn wire_cluster(cluster: &ClusterConfig, what: &str) -> ConnectResult<strait_wire::Cluster> {
+    let security = strait_wire::Security::from_client_settings(&cluster.client)
+        .map_err(|e| ConnectError::invalid(format!("clusters {} client \"{}\"", cluster.alias, e.key), e.reason))?;
+    let options = strait_wire::ClientOptions {
+        client_id: format!("strait-{}", cluster.alias),
+        timeout: WIRE_REQUEST_TIMEOUT,
+        security,
+    };
+    strait_wire::Cluster::connect(&cluster.bootstrap_servers, options)
+        .await
+        .map_err(|e| wire_error(format!("{what} on cluster {}", cluster.alias), e))
+}

@@ -9,17 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
-use strait_wire::{Appended, Batch, ClientOptions, Cluster, Outgoing, Producer, Security};
+use strait_wire::{Appended, Batch, Outgoing, Producer};
 
 use super::writer::Writer;
 use crate::config::Flow;
-use crate::kafka::wire_error;
+use crate::kafka::{wire_cluster, wire_error};
 
 /// How long a batch is retried before the flow stops naming it: as long as the record path's
 /// producer keeps trying a record (its `message.timeout.ms` in at-least-once mode).
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(300);
-/// How long a connect or a request to the target waits for its answer.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A source batch on its way: where it came from (the source offset of its last record) and the
 /// target topic.
@@ -41,14 +39,9 @@ impl BatchWriter {
     /// and gets a producer id. Errors: a setting the client refuses (invalid), refused
     /// credentials (denied), a target that does not answer (retriable).
     pub async fn start(flow: &Flow) -> ConnectResult<Self> {
-        let target = &flow.target;
-        let security = Security::from_client_settings(&target.client)
-            .map_err(|e| ConnectError::invalid(format!("clusters {} client \"{}\"", target.alias, e.key), e.reason))?;
-        let options =
-            ClientOptions { client_id: format!("strait-{}", target.alias), timeout: REQUEST_TIMEOUT, security };
-        let what = || format!("batch producer on target {}", target.alias);
-        let cluster = Cluster::connect(&target.bootstrap_servers, options).await.map_err(|e| wire_error(what(), e))?;
-        let producer = Producer::init(cluster, DELIVERY_TIMEOUT).await.map_err(|e| wire_error(what(), e))?;
+        let what = format!("batch producer on target {}", flow.target.alias);
+        let cluster = wire_cluster(&flow.target, "batch producer").await?;
+        let producer = Producer::init(cluster, DELIVERY_TIMEOUT).await.map_err(|e| wire_error(what, e))?;
         Ok(Self { producer, written: HashSet::new() })
     }
 

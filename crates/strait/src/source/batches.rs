@@ -18,13 +18,13 @@ use std::time::Duration;
 
 use rdkafka::{Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, SourceOffset};
-use strait_wire::{Batch, ClientOptions, Cluster, FetchAt, Fetched, OffsetSpec, ResponseError, Security, WireError};
+use strait_wire::{Batch, Cluster, FetchAt, Fetched, OffsetSpec, ResponseError, WireError};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::records::TopicNames;
 use crate::config::Flow;
-use crate::kafka::wire_error;
+use crate::kafka::{wire_cluster, wire_error};
 use crate::record::ReplicatedRecord;
 
 /// The most a partition answers per fetch (bytes), as Kafka's `max.partition.fetch.bytes`.
@@ -37,8 +37,6 @@ const QUEUED_BYTES: usize = 32 << 20;
 /// First and longest wait after a failed fetch.
 const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
-/// How long a connect or a request to the source waits for its answer.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where an assigned partition is read.
 struct Next {
@@ -90,14 +88,7 @@ impl BatchReader {
     /// `queued_bytes` bytes wait to be taken ([`Self::queue_share`]). Errors: a setting the client refuses (invalid), a source that does
     /// not answer (retriable).
     pub(super) async fn start(flow: &Flow, queued_bytes: usize) -> ConnectResult<Self> {
-        let source = &flow.source;
-        let security = Security::from_client_settings(&source.client)
-            .map_err(|e| ConnectError::invalid(format!("clusters {} client \"{}\"", source.alias, e.key), e.reason))?;
-        let options =
-            ClientOptions { client_id: format!("strait-{}", source.alias), timeout: REQUEST_TIMEOUT, security };
-        let cluster = Cluster::connect(&source.bootstrap_servers, options)
-            .await
-            .map_err(|e| wire_error(format!("connect to source {} for batches", source.alias), e))?;
+        let cluster = wire_cluster(&flow.source, "batch reader").await?;
         let (shared, wake, arrived) =
             (Arc::<Mutex<Shared>>::default(), Arc::new(Notify::new()), Arc::new(Notify::new()));
         let fetching = Fetching {
