@@ -55,9 +55,13 @@ pub enum WireError {
     #[error("no broker known to ask")]
     NoBroker,
     /// A batch the target refused for good, or did not append within the delivery timeout;
-    /// `offset` is the batch's base offset on the source.
+    /// `offset` is the batch's base offset on the source, `error` the broker's refusal.
     #[error("{topic}/{partition}: the batch from source offset {offset} was not produced: {reason}")]
-    NotProduced { topic: String, partition: i32, offset: i64, reason: String },
+    NotProduced { topic: String, partition: i32, offset: i64, reason: String, error: Option<ResponseError> },
+    /// A transactional call the producer's state does not allow (a produce outside a
+    /// transaction, a transaction begun twice).
+    #[error("transactional id {transactional_id}: {message}")]
+    Transaction { transactional_id: String, message: String },
 }
 
 impl WireError {
@@ -73,7 +77,30 @@ impl WireError {
             | Self::Tls { .. }
             | Self::Authentication { .. }
             | Self::Batch { .. }
-            | Self::NotProduced { .. } => false,
+            | Self::NotProduced { .. }
+            | Self::Transaction { .. } => false,
+        }
+    }
+
+    /// Whether a newer producer of the same transactional id fenced this one, or the
+    /// transaction coordinator bumped its epoch when it aborted a transaction that outlived its
+    /// timeout (`PRODUCER_FENCED`, `INVALID_PRODUCER_EPOCH`): the producer can write no more
+    /// with its epoch.
+    pub fn is_fenced(&self) -> bool {
+        let fenced =
+            |e: &ResponseError| matches!(e, ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch);
+        match self {
+            Self::Broker { error, .. } => fenced(error),
+            Self::NotProduced { error: Some(error), .. } => fenced(error),
+            _ => false,
+        }
+    }
+
+    /// The broker's error code, when the broker refused (for the request or a partition).
+    pub fn broker_error(&self) -> Option<ResponseError> {
+        match self {
+            Self::Broker { error, .. } | Self::NotProduced { error: Some(error), .. } => Some(*error),
+            _ => None,
         }
     }
 }

@@ -19,7 +19,10 @@
 //!   recomputed, and its producer fields rewritten for another producer.
 //! - [`Producer`]: an idempotent producer of whole batches (InitProducerId, Produce with
 //!   `acks=all`), up to [`MAX_IN_FLIGHT`] requests unanswered per leader, retries keeping their
-//!   sequence.
+//!   sequence; transactional with [`Producer::init_transactional`] (FindCoordinator,
+//!   AddPartitionsToTxn, EndTxn: KIP-98, as Kafka's producer before transactions v2).
+//! - [`Batch::of_records`]: a few records of this process's own (offset syncs, positions)
+//!   written as a batch, to produce in the same transaction as the batches forwarded.
 //! - [`reencode`]: the batches that cannot be forwarded as they are (one a resume starts inside,
 //!   a `LogAppendTime` one) opened and written anew in the same codec.
 //! - [`Fetched::committed`]: the data batches a `read_committed` consumer would read, without
@@ -37,6 +40,7 @@ pub mod reencode;
 mod sasl;
 mod security;
 mod session;
+mod transaction;
 
 pub use batch::Batch;
 pub use cluster::{Aborted, Cluster, Diverging, FetchAt, Fetched, Leader};

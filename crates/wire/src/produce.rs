@@ -14,10 +14,11 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse, TransactionalId};
 use kafka_protocol::ResponseError;
 
 use crate::conn::Answer;
+use crate::transaction::Transactions;
 use crate::{by_topic, Batch, Cluster, Connection, WireError};
 
 /// Requests unanswered on one connection, as Kafka's idempotent producers allow at most.
@@ -26,12 +27,12 @@ pub const MAX_IN_FLIGHT: usize = 5;
 /// (KIP-890, v12) and topic ids (v13).
 const PRODUCE_VERSION: i16 = 11;
 /// InitProducerId v4 (KIP-588), answered by Kafka 2.7 on.
-const INIT_PRODUCER_ID_VERSION: i16 = 4;
+pub(crate) const INIT_PRODUCER_ID_VERSION: i16 = 4;
 /// A request takes the next batch of further partitions while it is smaller than this (bytes).
 const REQUEST_BYTES: usize = 4 << 20;
 /// The first wait before a batch is sent again, doubled up to [`MAX_BACKOFF`].
 const BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A batch to produce: `batch` as fetched from the source, to `topic`/`partition` of the target.
 #[derive(Debug, Clone)]
@@ -50,16 +51,19 @@ pub struct Appended {
     pub log_append_time_ms: i64,
 }
 
-/// An idempotent producer on one cluster.
+/// An idempotent producer on one cluster; transactional when started by
+/// [`Producer::init_transactional`].
 pub struct Producer {
-    cluster: Cluster,
-    id: i64,
-    epoch: i16,
-    delivery_timeout: Duration,
+    pub(crate) cluster: Cluster,
+    pub(crate) id: i64,
+    pub(crate) epoch: i16,
+    pub(crate) delivery_timeout: Duration,
     /// The next base sequence of each partition produced to.
-    sequences: HashMap<(String, i32), i32>,
+    pub(crate) sequences: HashMap<(String, i32), i32>,
     /// Batches put off to a later round by a retriable error, since the start.
-    retried: u64,
+    pub(crate) retried: u64,
+    /// Its transactional id and the open transaction, when transactional.
+    pub(crate) transactions: Option<Transactions>,
 }
 
 impl Producer {
@@ -94,6 +98,7 @@ impl Producer {
                             delivery_timeout,
                             sequences: HashMap::new(),
                             retried: 0,
+                            transactions: None,
                         });
                     }
                     Err(e) if e.is_retriable() => failure = Some(e),
@@ -123,19 +128,28 @@ impl Producer {
 
     /// Produces `batches`, in order within each partition, and returns where each was appended,
     /// in the order given. Each batch gets this producer's id and epoch, its partition's next
-    /// sequence, the transactional bit cleared and its CRC32C recomputed; all else is its
-    /// bytes as fetched. Errors: [`WireError::NotProduced`] naming the topic, partition and
-    /// source offset of a batch the target refuses (too large, invalid) or that was not
+    /// sequence, the transactional bit set when the producer is transactional (cleared
+    /// otherwise) and its CRC32C recomputed; all else is its bytes as fetched. A transactional
+    /// producer first adds the partitions new to the open transaction (AddPartitionsToTxn).
+    /// Errors: [`WireError::NotProduced`] naming the topic, partition and source offset of a
+    /// batch the target refuses (too large, invalid, a fenced producer) or that was not
     /// appended within the delivery timeout; the producer's sequences are then unknown and a
-    /// new producer must be started.
+    /// new producer must be started (transactional: [`Producer::abort`] bumps its epoch).
+    /// Transactional, [`WireError::Transaction`] outside a transaction, and the errors of
+    /// adding the partitions ([`Producer::begin`]).
     pub async fn produce(&mut self, batches: &[Outgoing]) -> Result<Vec<Appended>, WireError> {
+        let transactional = self.transactions.is_some();
+        if transactional {
+            self.add_partitions(batches).await?;
+        }
+        let transactional_id = self.transactions.as_ref().map(Transactions::request_id);
         let mut lanes: Vec<Lane> = Vec::new();
         let mut lane_of: HashMap<(&str, i32), usize> = HashMap::new();
         let mut rewritten = Vec::with_capacity(batches.len());
         for (i, out) in batches.iter().enumerate() {
             let key = (out.topic.clone(), out.partition);
             let sequence = self.sequences.entry(key).or_insert(0);
-            rewritten.push(out.batch.for_producer(self.id, self.epoch, *sequence, false));
+            rewritten.push(out.batch.for_producer(self.id, self.epoch, *sequence, transactional));
             *sequence = next_sequence(*sequence, out.batch.last_offset_delta() + 1);
             let l = *lane_of.entry((&out.topic, out.partition)).or_insert_with(|| {
                 lanes.push(Lane { topic: out.topic.clone(), partition: out.partition, queue: VecDeque::new() });
@@ -171,7 +185,9 @@ impl Producer {
             let mut driving = Vec::new();
             for (broker, lanes) in by_leader {
                 match self.cluster.connection(broker).await {
-                    Ok(conn) => driving.push(drive(conn, lanes, &rewritten, self.cluster.timeout())),
+                    Ok(conn) => {
+                        driving.push(drive(conn, lanes, &rewritten, self.cluster.timeout(), transactional_id.as_ref()))
+                    }
                     Err(e) => {
                         for lane in lanes {
                             last_error.insert(lane.key(), e.to_string());
@@ -184,9 +200,9 @@ impl Producer {
                 for (i, a) in driven.appended {
                     appended[i] = Some(a);
                 }
-                if let Some((lane, reason)) = driven.refused {
+                if let Some((lane, reason, error)) = driven.refused {
                     let i = lane.queue[0];
-                    return Err(not_produced(&batches[i], reason));
+                    return Err(not_produced(&batches[i], reason, error));
                 }
                 for (lane, reason) in driven.retry {
                     last_error.insert(lane.key(), reason);
@@ -205,7 +221,7 @@ impl Producer {
                 let lane = &lanes[0];
                 let reason = last_error.remove(&lane.key()).unwrap_or_default();
                 let reason = format!("not appended within {} ms: {reason}", self.delivery_timeout.as_millis());
-                return Err(not_produced(&batches[lane.queue[0]], reason));
+                return Err(not_produced(&batches[lane.queue[0]], reason, None));
             }
             self.retried += lanes.iter().map(|l| l.queue.len() as u64).sum::<u64>();
             tokio::time::sleep(backoff).await;
@@ -218,7 +234,7 @@ impl Producer {
         appended
             .into_iter()
             .zip(batches)
-            .map(|(a, out)| a.ok_or_else(|| not_produced(out, "not answered".into())))
+            .map(|(a, out)| a.ok_or_else(|| not_produced(out, "not answered".into(), None)))
             .collect()
     }
 }
@@ -242,8 +258,8 @@ struct Driven {
     appended: Vec<(usize, Appended)>,
     /// Lanes with batches left, each with the error that stopped it.
     retry: Vec<(Lane, String)>,
-    /// A lane whose first batch the broker refused for good.
-    refused: Option<(Lane, String)>,
+    /// A lane whose first batch the broker refused for good, and the broker's error.
+    refused: Option<(Lane, String, Option<ResponseError>)>,
 }
 
 /// A request sent and its members: (lane, batch index) pairs, one per partition.
@@ -251,7 +267,13 @@ type InFlight = (Answer<ProduceResponse>, Vec<(usize, usize)>);
 
 /// Sends `lanes`' batches over `conn`, a partition's next batch in each next request, up to
 /// [`MAX_IN_FLIGHT`] unanswered, until every batch is answered or the lane stops.
-async fn drive(conn: Connection, mut lanes: Vec<Lane>, batches: &[Batch], timeout: Duration) -> Driven {
+async fn drive(
+    conn: Connection,
+    mut lanes: Vec<Lane>,
+    batches: &[Batch],
+    timeout: Duration,
+    transactional_id: Option<&TransactionalId>,
+) -> Driven {
     let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     let mut driven = Driven::default();
     let mut sent = vec![0usize; lanes.len()];
@@ -275,7 +297,7 @@ async fn drive(conn: Connection, mut lanes: Vec<Lane>, batches: &[Batch], timeou
                 break;
             }
             tokio::time::sleep_until(throttled_until.into()).await;
-            let request = produce_request(&lanes, &members, batches, timeout_ms);
+            let request = produce_request(&lanes, &members, batches, timeout_ms, transactional_id);
             match conn.send(&request, PRODUCE_VERSION).await {
                 Ok(answer) => in_flight.push_back((answer, members)),
                 Err(e) => broken = Some(e.to_string()),
@@ -319,7 +341,7 @@ async fn drive(conn: Connection, mut lanes: Vec<Lane>, batches: &[Batch], timeou
                     let reason = format!("broker {} refused it: {error}{detail}", conn.addr());
                     let mut lane = lanes.swap_remove(l);
                     lane.queue = [i].into();
-                    driven.refused = Some((lane, reason));
+                    driven.refused = Some((lane, reason, Some(error)));
                     return driven;
                 }
             }
@@ -336,8 +358,15 @@ async fn drive(conn: Connection, mut lanes: Vec<Lane>, batches: &[Batch], timeou
     driven
 }
 
-/// The Produce request of `members` (lane, batch index), one batch per partition.
-fn produce_request(lanes: &[Lane], members: &[(usize, usize)], batches: &[Batch], timeout_ms: i32) -> ProduceRequest {
+/// The Produce request of `members` (lane, batch index), one batch per partition, naming the
+/// producer's transactional id when it has one.
+fn produce_request(
+    lanes: &[Lane],
+    members: &[(usize, usize)],
+    batches: &[Batch],
+    timeout_ms: i32,
+    transactional_id: Option<&TransactionalId>,
+) -> ProduceRequest {
     let partitions = members.iter().map(|&(l, i)| {
         let lane = &lanes[l];
         let partition =
@@ -348,15 +377,20 @@ fn produce_request(lanes: &[Lane], members: &[(usize, usize)], batches: &[Batch]
         .into_iter()
         .map(|(name, partitions)| TopicProduceData::default().with_name(name).with_partition_data(partitions))
         .collect();
-    ProduceRequest::default().with_acks(-1).with_timeout_ms(timeout_ms).with_topic_data(topics)
+    ProduceRequest::default()
+        .with_transactional_id(transactional_id.cloned())
+        .with_acks(-1)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(topics)
 }
 
-fn not_produced(out: &Outgoing, reason: String) -> WireError {
+fn not_produced(out: &Outgoing, reason: String, error: Option<ResponseError>) -> WireError {
     WireError::NotProduced {
         topic: out.topic.clone(),
         partition: out.partition,
         offset: out.batch.base_offset(),
         reason,
+        error,
     }
 }
 

@@ -71,6 +71,7 @@ pub enum CopyKind {
     /// timestamps and headers unchanged (issue 27, after KIP-712): a fraction of the CPU, and the
     /// target stores what the source does. No provenance header (a batch cannot take one without
     /// being written anew): the default replication policy's name-based cycle rule stops loops
-    /// instead, so the identity policy is refused; at-least-once only, for now.
+    /// instead, so the identity policy is refused. Exactly-once, the batch producer holds the
+    /// slot's transactions; `write_mm2_offsets` is refused there for now.
     Batches,
 }

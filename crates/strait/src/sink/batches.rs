@@ -1,23 +1,36 @@
 //! The target side of `copy = "batches"`: whole source batches produced as they are (their
-//! bytes, codec, timestamps and headers), through `strait-wire`'s idempotent producer, which
-//! gives each its producer id, epoch and sequence and recomputes its CRC. Their acks feed what a
-//! record's ack feeds on the record path: MM2's offset-sync rule, the partition metrics and the
-//! last offset put, from which positions are saved as today.
+//! bytes, codec, timestamps and headers), through `strait-wire`'s producer, which gives each its
+//! producer id, epoch and sequence and recomputes its CRC. Their acks feed what a record's ack
+//! feeds on the record path: MM2's offset-sync rule, the partition metrics and the last offset
+//! put, from which positions are saved as today.
+//!
+//! At-least-once the producer is idempotent. Exactly-once it is the slot's transactional
+//! producer (`transactional.id` `strait-<flow>/slot-<n>`, KIP-98): the batches, then the batch's
+//! offset syncs and positions written as batches of their own ([`BatchWriter::write_state`]),
+//! go in one transaction, which `exactly_once.rs` begins, commits and aborts through it.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
-use strait_wire::{Appended, Batch, Outgoing, Producer};
+use strait_mm2::OffsetSync;
+use strait_wire::{Appended, Batch, Outgoing, Producer, WireError};
 
-use super::writer::Writer;
-use crate::config::Flow;
+use super::errors::{fenced, Retry};
+use super::writer::{PositionRecords, Writer};
+use crate::config::{Delivery, Flow};
 use crate::kafka::{wire_cluster, wire_error};
+use crate::positions::POSITIONS_TOPIC;
 
-/// How long a batch is retried before the flow stops naming it: as long as the record path's
-/// producer keeps trying a record (its `message.timeout.ms` in at-least-once mode).
+/// How long a batch is retried before the flow stops naming it, at-least-once: as long as the
+/// record path's producer keeps trying a record (its `message.timeout.ms`). Exactly-once it is
+/// the transaction timeout, as for the record path's transactional producer.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Offset syncs or positions per batch of them: a few hundred bytes each, so a batch stays far
+/// below the state topics' `max.message.bytes` (1 MiB by default).
+const STATE_RECORDS_PER_BATCH: usize = 1_000;
 
 /// A source batch on its way: where it came from (the source offset of its last record) and the
 /// target topic.
@@ -36,24 +49,57 @@ pub struct BatchWriter {
 
 impl BatchWriter {
     /// Connects to `flow`'s target with its own client (TLS and SASL from `[clusters.client]`)
-    /// and gets a producer id. Errors: a setting the client refuses (invalid), refused
-    /// credentials (denied), a target that does not answer (retriable).
-    pub async fn start(flow: &Flow) -> ConnectResult<Self> {
-        let what = format!("batch producer on target {}", flow.target.alias);
+    /// and gets a producer id: exactly-once, the transactional id of `slot`, which fences the
+    /// slot's previous owner and completes its open transaction before this returns (so the
+    /// positions read afterwards are the last committed ones). Errors: a setting the client
+    /// refuses (invalid), refused credentials (denied), a target that does not answer
+    /// (retriable), transactions the target refuses (a transaction timeout above its
+    /// `transaction.max.timeout.ms`: [`ConnectError::Transaction`]).
+    pub async fn start(flow: &Flow, slot: u32) -> ConnectResult<Self> {
         let cluster = wire_cluster(&flow.target, "batch producer").await?;
-        let producer = Producer::init(cluster, DELIVERY_TIMEOUT).await.map_err(|e| wire_error(what, e))?;
+        let producer = match flow.delivery() {
+            Delivery::AtLeastOnce => Producer::init(cluster, DELIVERY_TIMEOUT)
+                .await
+                .map_err(|e| wire_error(format!("batch producer on target {}", flow.target.alias), e))?,
+            Delivery::ExactlyOnce { transaction_timeout } => {
+                let transactional_id = flow.transactional_id(slot);
+                let p =
+                    Producer::init_transactional(cluster, &transactional_id, transaction_timeout, transaction_timeout)
+                        .await
+                        .map_err(|e| {
+                            let context = format!("init transactions of {transactional_id} on {}", flow.target.alias);
+                            match e.broker_error() {
+                                Some(error) if !e.is_retriable() => {
+                                    ConnectError::transaction(context, error.to_string())
+                                }
+                                _ => wire_error(context, e),
+                            }
+                        })?;
+                tracing::info!(flow = %flow.name, transactional_id, "batch transactions initialised; the slot's previous owner is fenced");
+                p
+            }
+        };
         Ok(Self { producer, written: HashSet::new() })
     }
 
-    /// Produces `batches` (in order within each partition) and feeds each one's ack to `w`. A
-    /// partition's first batch from this producer goes alone, ahead of the rest: the broker
-    /// takes any sequence as a producer's first in a partition, so were it refused, a batch sent
-    /// behind it would still be written, ahead of it (the record path's rule, `AtLeastOnce::hold`).
-    /// Errors (never retriable: the producer's sequences are then unknown): a batch the target
-    /// refused or did not take within 300 s, naming its target topic, partition and source
-    /// offset; the batches before it may be written, and are again after a restart (positions
-    /// are saved only after acks).
-    pub async fn write(&mut self, w: &mut Writer, batches: Vec<Routed>) -> ConnectResult<()> {
+    /// Produces `batches` (in order within each partition), calling `acked` with each one's ack
+    /// in the order given. A partition's first batch from this producer goes alone, ahead of the
+    /// rest: the broker takes any sequence as a producer's first in a partition, so were it
+    /// refused, a batch sent behind it would still be written, ahead of it (the record path's
+    /// rule, `AtLeastOnce::hold`). Errors ([`failure`]): a batch the target refused or did not
+    /// take within the delivery timeout, naming its target topic, partition and source offset;
+    /// at-least-once never retriable (the producer's sequences are then unknown, and the
+    /// batches before it are written again after a restart: positions are saved only after
+    /// acks); exactly-once retriable when asking again may succeed (the transaction is aborted
+    /// and replayed).
+    async fn write(
+        &mut self,
+        flow: &Flow,
+        slot: u32,
+        batches: Vec<Routed>,
+        retry: Retry,
+        mut acked: impl FnMut(&Routed, Appended),
+    ) -> ConnectResult<()> {
         let (mut firsts, mut rest) = (Vec::new(), Vec::new());
         let mut seen = HashSet::new();
         for r in batches {
@@ -76,22 +122,140 @@ impl BatchWriter {
                     batch: r.batch.clone(),
                 })
                 .collect();
-            let appended = self.producer.produce(&out).await.map_err(|e| {
-                // The flow and slot are named by the runtime's caller.
-                let context = format!("copying batches to {}", w.flow.target.alias);
-                // Never retriable here: the producer's sequences are unknown after a failed call,
-                // so the flow starts anew with a new producer.
-                match wire_error(context, e) {
-                    ConnectError::Retriable { context, cause } => ConnectError::Backend { context, cause },
-                    e => e,
-                }
-            })?;
+            // The flow and slot are named by the runtime's caller.
+            let appended = self
+                .producer
+                .produce(&out)
+                .await
+                .map_err(|e| failure(flow, slot, format!("copying batches to {}", flow.target.alias), e, retry))?;
             for (r, a) in round.iter().zip(appended) {
                 self.written.insert((r.source.topic.clone(), r.source.partition));
-                acked(w, r, a);
+                acked(r, a);
             }
         }
         Ok(())
+    }
+
+    /// Exactly-once: opens a transaction, first taking the slot's transactional id over anew
+    /// when `renew` (the target aborted the last transaction after its timeout, fencing this
+    /// producer's epoch). Errors: as [`BatchWriter::start`].
+    pub async fn begin(&mut self, flow: &Flow, renew: bool) -> ConnectResult<()> {
+        let context = || format!("flow {}: begin a batch transaction", flow.name);
+        if renew {
+            tracing::warn!(flow = %flow.name, "the target aborted a transaction that outlived transaction_timeout_ms; taking the slot's transactional id over anew");
+            self.producer.renew().await.map_err(|e| wire_error(context(), e))?;
+        }
+        self.producer.begin().map_err(|e| ConnectError::backend(context(), e))
+    }
+
+    /// Exactly-once: writes `syncs` (to `syncs_topic`, partition 0) and `positions` (to the
+    /// positions topic, partition 0) into the open transaction, as batches of records of their
+    /// own, and waits for their acks. Errors: as [`Self::commit`].
+    pub async fn write_state(
+        &mut self,
+        (flow, slot): (&Flow, u32),
+        syncs_topic: &str,
+        syncs: &[OffsetSync],
+        positions: &PositionRecords,
+        retry: Retry,
+    ) -> ConnectResult<()> {
+        let syncs: Vec<_> = syncs.iter().map(|s| (s.encode_key(), s.encode_value())).collect();
+        let positions: Vec<_> = positions.iter().map(|(_, k, v)| (k.clone(), v.clone())).collect();
+        let now = now_ms();
+        let mut out = Vec::new();
+        for (topic, records) in [(syncs_topic, syncs), (POSITIONS_TOPIC, positions)] {
+            for chunk in records.chunks(STATE_RECORDS_PER_BATCH) {
+                let records: Vec<_> = chunk.iter().map(|(k, v)| (Some(&k[..]), Some(&v[..]))).collect();
+                let batch = Batch::of_records(&records, now).map_err(|e| {
+                    ConnectError::backend(format!("flow {}: offset syncs and positions as a batch", flow.name), e)
+                })?;
+                out.push(Outgoing { topic: topic.to_string(), partition: 0, batch });
+            }
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let context = || format!("flow {}: writing offset syncs and positions on {}", flow.name, flow.target.alias);
+        self.producer.produce(&out).await.map(|_| ()).map_err(|e| failure(flow, slot, context(), e, retry))
+    }
+
+    /// Exactly-once: commits the open transaction. Errors ([`failure`]): fenced by another
+    /// instance ([`ConnectError::Fenced`]); retriable when the target is unreachable, or aborted
+    /// the transaction after its timeout (it is then replayed on a renewed producer).
+    pub async fn commit(&mut self, (flow, slot): (&Flow, u32), retry: Retry) -> ConnectResult<()> {
+        let context = format!("flow {}: commit a batch transaction", flow.name);
+        self.producer.commit().await.map_err(|e| failure(flow, slot, context, e, retry))
+    }
+
+    /// Exactly-once: aborts the open transaction and bumps the producer's epoch (sequences
+    /// restart). Returns whether the producer must take the id over anew at the next begin:
+    /// the target aborted the transaction itself after its timeout (`outlived`), which fenced
+    /// this epoch. Errors: fenced by another instance; the target's last error.
+    pub async fn abort(&mut self, (flow, slot): (&Flow, u32), outlived: bool) -> ConnectResult<bool> {
+        match self.producer.abort().await {
+            Ok(()) => Ok(false),
+            Err(e) if e.is_fenced() && outlived => Ok(true),
+            Err(e) => {
+                let context = format!("flow {}: abort a batch transaction", flow.name);
+                Err(failure(flow, slot, context, e, Retry::Replay { outlived }))
+            }
+        }
+    }
+}
+
+/// The time now in ms since the epoch, the create time of the offset syncs and positions.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The error of a failed call of the batch producer, described by `context`. At-least-once
+/// ([`Retry::Never`]) never retriable: the producer's sequences are unknown after a failed
+/// produce, so the flow starts anew with a new producer rather than the runtime retrying the
+/// batch on the same one. Exactly-once: fenced by another instance stops the slot
+/// ([`fenced`]), unless the transaction outlived its timeout (the target aborted it); a
+/// batch not taken in time, or a broker error Kafka marks retriable, is retriable (the abort
+/// bumps the epoch, so sequences restart); a refusal (too large, invalid, not authorized)
+/// stops the flow naming the batch.
+fn failure(flow: &Flow, slot: u32, context: String, e: WireError, retry: Retry) -> ConnectError {
+    match retry {
+        Retry::Never => match wire_error(context, e) {
+            ConnectError::Retriable { context, cause } => ConnectError::Backend { context, cause },
+            e => e,
+        },
+        Retry::Replay { outlived } if e.is_fenced() => match outlived {
+            true => ConnectError::retriable(context, e),
+            false => fenced(flow, slot, e.to_string()),
+        },
+        Retry::Replay { .. } => match &e {
+            WireError::NotProduced { error, .. } if error.is_none_or(|e| e.is_retriable()) => {
+                ConnectError::retriable(context, e)
+            }
+            _ => wire_error(context, e),
+        },
+    }
+}
+
+impl Writer {
+    /// Produces the batches `routed` holds through the slot's batch producer, each ack feeding
+    /// the offset-sync rule, the partition's metrics and its position ([`acked`]). Errors: a
+    /// flow not copying batches; as [`BatchWriter::write`].
+    pub async fn write_batches(&mut self, routed: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
+        let Some(producer) = self.batches.as_mut() else {
+            let first = routed.first().map(|r| format!(" of {} partition {}", r.source.topic, r.source.partition));
+            return Err(ConnectError::invalid(
+                format!("flow {}: a whole batch{}", self.flow.name, first.unwrap_or_default()),
+                "the flow copies records (copy = \"records\"); batches need copy = \"batches\"",
+            ));
+        };
+        let mut acks = Vec::with_capacity(routed.len());
+        let record = |r: &Routed, a| acks.push((r.source.clone(), r.batch.clone(), a));
+        let written = producer.write(&self.flow, self.slot, routed, retry, record).await;
+        for (source, batch, a) in acks {
+            acked(self, &source, &batch, a);
+        }
+        written
     }
 }
 
@@ -99,8 +263,8 @@ impl BatchWriter {
 /// batch's records consecutive offsets from its base; the last one's source offset is the
 /// record's, a compacted batch written anew having closed its gaps), the partition's metrics,
 /// and its last offset for the position saved after it.
-fn acked(w: &mut Writer, r: &Routed, a: Appended) {
-    let (topic, partition, b, last) = (&r.source.topic, r.source.partition, &r.batch, r.source.offset);
+fn acked(w: &mut Writer, source: &SourceOffset, b: &Batch, a: Appended) {
+    let (topic, partition, last) = (&source.topic, source.partition, source.offset);
     w.syncs.acked(topic, partition, b.base_offset(), a.base_offset);
     let count = i64::from(b.record_count());
     if count > 1 {

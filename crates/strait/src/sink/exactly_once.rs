@@ -1,6 +1,8 @@
 //! Exactly-once delivery (KIP-98 transactions, as MM2's KIP-618): each batch is one transaction
-//! of the slot's transactional record producer holding its records, offset syncs and positions,
-//! which become visible together or not at all.
+//! of the slot's transactional producer holding its records, offset syncs and positions, which
+//! become visible together or not at all. The producer is the record producer, or with
+//! `copy = "batches"` the batch producer (`batches.rs`), which then writes the offset syncs and
+//! positions too.
 
 use std::time::{Duration, Instant};
 
@@ -68,6 +70,13 @@ impl ExactlyOnce {
     /// [`strait_connect::Sink::begin`]: a new transaction, on a new producer if the target
     /// aborted the last one after its timeout.
     pub async fn begin(&mut self, w: &mut Writer) -> ConnectResult<()> {
+        if let Some(batches) = &mut w.batches {
+            batches.begin(&w.flow, self.renew_producer).await?;
+            self.renew_producer = false;
+            self.began = Some(Instant::now());
+            self.in_transaction = true;
+            return Ok(());
+        }
         if self.renew_producer {
             tracing::warn!(flow = %w.flow.name, "the target aborted a transaction that outlived transaction_timeout_ms; starting a new transactional producer");
             w.service = producer_service(&w.flow, w.slot, Some(self.transaction_timeout), &[]).await?;
@@ -90,7 +99,11 @@ impl ExactlyOnce {
     /// written into the open transaction, which is committed (its commit flushes the producer).
     pub async fn commit(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
         self.write_state(w, positions).await?;
-        self.transaction_call(w, "commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+        if let Some(batches) = &mut w.batches {
+            batches.commit((&w.flow, w.slot), self.retry()).await?;
+        } else {
+            self.transaction_call(w, "commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
+        }
         self.in_transaction = false;
         self.completed.extend(self.uncommitted_syncs.drain(..));
         Ok(())
@@ -106,6 +119,9 @@ impl ExactlyOnce {
         let positions = w.position_records(positions);
         if self.completed.is_on() {
             self.uncommitted_syncs.extend(syncs.iter().cloned());
+        }
+        if let Some(batches) = &mut w.batches {
+            return batches.write_state((&w.flow, w.slot), &w.syncs_topic, &syncs, &positions, self.retry()).await;
         }
         if let Err(failed) =
             state::send(&mut w.service, &w.syncs_topic, syncs, positions, self.mm2_offsets.as_ref()).await
@@ -145,9 +161,13 @@ impl ExactlyOnce {
     /// acks of its records still to come are ignored, and offset syncs restart from the next
     /// record of each partition.
     pub async fn abort(&mut self, w: &mut Writer) -> ConnectResult<()> {
-        let outlived = || matches!(self.retry(), Retry::Replay { outlived: true });
+        let outlived = matches!(self.retry(), Retry::Replay { outlived: true });
+        if let Some(batches) = &mut w.batches {
+            if self.in_transaction {
+                self.renew_producer |= batches.abort((&w.flow, w.slot), outlived).await?;
+            }
         // A producer that failed for good (fenced) cannot abort; the target aborts its transaction.
-        if self.in_transaction && w.service.fatal_error().is_none() {
+        } else if self.in_transaction && w.service.fatal_error().is_none() {
             let aborted =
                 state::transaction_call(&w.service, &w.flow.name, "abort transaction", ABORT_ROUND, |p, t| {
                     p.abort_transaction(t)
@@ -155,11 +175,11 @@ impl ExactlyOnce {
                 .await
                 .map_err(|e| w.failure(format!("flow {}: abort transaction", w.flow.name), e, self.retry()));
             // The target may abort the timed-out transaction itself while we try (fencing us).
-            if aborted.is_err() && !(w.service.fatal_error().is_some() && outlived()) {
+            if aborted.is_err() && !(w.service.fatal_error().is_some() && outlived) {
                 return aborted;
             }
         }
-        if w.service.fatal_error().is_some() && outlived() {
+        if w.batches.is_none() && w.service.fatal_error().is_some() && outlived {
             self.renew_producer = true;
         }
         self.in_transaction = false;

@@ -134,20 +134,28 @@ impl TargetSink {
             Delivery::AtLeastOnce => None,
             Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
         };
+        let copies_batches = flow.writing.copy == CopyKind::Batches;
         let service = async {
             match (transaction_timeout, shared) {
                 (None, Some(records)) => ProduceService::join(records)
                     .map_err(|e| ConnectError::backend(format!("record producer for {}", flow.target.alias), e)),
+                // Copying batches, the batch producer holds the slot's transactions.
+                _ if copies_batches => producers::producer_service(&flow, slot, None, &[]).await,
                 _ => producers::producer_service(&flow, slot, transaction_timeout, &[]).await,
             }
         };
-        let (service, mut mode) = tokio::try_join!(service, Mode::start(&flow, slot, syncs_cluster, &syncs_topic))?;
-        let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;
-        let batches = match flow.writing.copy {
-            CopyKind::Records => None,
-            CopyKind::Batches => Some(BatchWriter::start(&flow).await?),
+        let batches = async {
+            match copies_batches {
+                true => BatchWriter::start(&flow, slot).await.map(Some),
+                false => Ok(None),
+            }
         };
-        let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id), batches);
+        // Every producer holding the slot's transactional id has fenced the previous owner
+        // before the positions are read.
+        let (service, mut mode, batches) =
+            tokio::try_join!(service, Mode::start(&flow, slot, syncs_cluster, &syncs_topic), batches)?;
+        let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;
+        let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
         let mut writer = Writer {
             syncs: OffsetSyncWriter::new(flow.writing.offset_lag_max),
             stats: SinkMetrics::new(&flow),
@@ -158,6 +166,7 @@ impl TargetSink {
             flow,
             slot,
             service,
+            batches,
         };
         mode.write_mm2_offsets(&mut writer, mm2_offsets_at_start).await?;
         Ok(Self { writer, mode, records, staged: Vec::new() })

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
-use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, SourceOffset};
+use strait_connect::{ConnectRecord, ConnectResult, Header, SourceOffset};
 
-use super::batches::{BatchWriter, Routed};
+use super::batches::Routed;
+use super::errors::Retry;
 use super::in_flight::InFlight;
 use super::loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use super::mode::Mode;
@@ -41,8 +42,6 @@ impl Run {
 /// The record path of one slot's sink, and what it counts of the records it did not copy as is.
 pub struct RecordPath {
     router: TopicRouter,
-    /// With `copy = "batches"`: whole source batches go through it instead.
-    batches: Option<BatchWriter>,
     guard: LoopGuard,
     loop_drops: u64,
     /// Records per source topic whose timestamp 0 became the produce time (librdkafka reads a
@@ -51,9 +50,10 @@ pub struct RecordPath {
 }
 
 impl RecordPath {
-    /// The path through `router` and `guard`, whole batches through `batches` when given.
-    pub fn new(router: TopicRouter, guard: LoopGuard, batches: Option<BatchWriter>) -> Self {
-        Self { router, batches, guard, loop_drops: 0, zero_timestamps: HashMap::new() }
+    /// The path through `router` and `guard` (whole batches through the writer's batch
+    /// producer, with `copy = "batches"`).
+    pub fn new(router: TopicRouter, guard: LoopGuard) -> Self {
+        Self { router, guard, loop_drops: 0, zero_timestamps: HashMap::new() }
     }
 
     /// Makes the target topics of `topics` ready together ([`TopicRouter::prepare`]).
@@ -85,7 +85,7 @@ impl RecordPath {
                 self.route_batch(w, record, &mut routed).await?;
                 continue;
             }
-            self.write_batches(w, &mut routed).await?;
+            write_batches(w, mode, &mut routed).await?;
             if let Mode::AtLeastOnce(alo) = &mut *mode {
                 if alo.awaits_first(&record.source_offset) {
                     alo.hold(record);
@@ -94,15 +94,14 @@ impl RecordPath {
             }
             self.put_one(w, mode, record, &mut run).await?;
         }
-        self.write_batches(w, &mut routed).await?;
+        write_batches(w, mode, &mut routed).await?;
         run.end(w);
         Ok(())
     }
 
     /// A whole batch of [`Self::put`]: residency and renaming decided for its topic (no loop
     /// guard: a batch carries no provenance header; the default policy's names stop cycles),
-    /// then queued in `routed` for [`Self::write_batches`]. Errors: as [`Self::put`]; a flow
-    /// not copying batches.
+    /// then queued in `routed` for [`write_batches`]. Errors: as [`Self::put`].
     async fn route_batch(
         &mut self,
         w: &mut Writer,
@@ -112,28 +111,11 @@ impl RecordPath {
         let ConnectRecord { value: Some(ReplicatedRecord::Batch(batch)), source_offset, .. } = record else {
             return Ok(());
         };
-        if self.batches.is_none() {
-            return Err(ConnectError::invalid(
-                format!(
-                    "flow {}: a whole batch of {} partition {}",
-                    w.flow.name, source_offset.topic, source_offset.partition
-                ),
-                "the flow copies records (copy = \"records\"); batches need copy = \"batches\"",
-            ));
-        }
         let producer = w.service.producer();
         if let Some(target) = self.router.route(&source_offset.topic, source_offset.partition, producer).await? {
             routed.push(Routed { source: source_offset, target: target.clone(), batch });
         }
         Ok(())
-    }
-
-    /// Produces the batches `routed` holds, if any ([`BatchWriter::write`]).
-    async fn write_batches(&mut self, w: &mut Writer, routed: &mut Vec<Routed>) -> ConnectResult<()> {
-        match &mut self.batches {
-            Some(batches) if !routed.is_empty() => batches.write(w, std::mem::take(routed)).await,
-            _ => Ok(()),
-        }
     }
 
     /// Sends every record held, once the first records they wait for are acknowledged: a
@@ -226,6 +208,19 @@ impl RecordPath {
             tracing::info!(flow = %flow.name, dropped = self.loop_drops, "records dropped by the loop guard");
         }
     }
+}
+
+/// Produces the batches `routed` holds, if any ([`Writer::write_batches`]), a failure
+/// classified by `mode`.
+async fn write_batches(w: &mut Writer, mode: &Mode, routed: &mut Vec<Routed>) -> ConnectResult<()> {
+    if routed.is_empty() {
+        return Ok(());
+    }
+    let retry = match mode {
+        Mode::AtLeastOnce(_) => Retry::Never,
+        Mode::ExactlyOnce(eos) => eos.retry(),
+    };
+    w.write_batches(std::mem::take(routed), retry).await
 }
 
 /// The target record of `body` for `target`/`partition`: the source headers in order, then the

@@ -10,6 +10,7 @@ use rdkafka::producer::BaseRecord;
 use strait_connect::{ConnectError, SourceOffset};
 use strait_mm2::OffsetSync;
 
+use super::batches::BatchWriter;
 use super::cuts::Cuts;
 use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
@@ -30,6 +31,9 @@ pub struct Writer {
     pub slot: u32,
     /// Writes records; in exactly-once mode also offset syncs and positions, in its transactions.
     pub service: ProduceService<InFlight>,
+    /// With `copy = "batches"`: writes whole source batches; in exactly-once mode also the offset
+    /// syncs and positions, in its transactions, and the record producer is not transactional.
+    pub batches: Option<BatchWriter>,
     pub syncs: OffsetSyncWriter,
     pub stats: SinkMetrics,
     /// The offset-syncs topic (`mm2-offset-syncs.<alias>.internal`).

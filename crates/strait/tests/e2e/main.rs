@@ -32,3 +32,4 @@ mod wire;
 mod wire_offsets;
 mod wire_reencode;
 mod wire_security;
+mod wire_transactions;

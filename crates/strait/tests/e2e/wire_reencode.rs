@@ -80,8 +80,9 @@ async fn a_batch_a_resume_starts_inside_and_log_append_time_batches_are_written_
     let refused =
         producer_to(&b, &[&small]).await.produce(&[Outgoing { topic: small.clone(), partition: 0, batch: big }]).await;
     match refused {
-        Err(WireError::NotProduced { topic, partition: 0, offset: 0, reason }) if topic == small => {
+        Err(WireError::NotProduced { topic, partition: 0, offset: 0, reason, error }) if topic == small => {
             assert!(reason.contains("refused"), "{reason}");
+            assert_eq!(error, Some(strait_wire::ResponseError::MessageTooLarge), "the broker's error kept");
         }
         other => panic!("a batch over max.message.bytes must be refused, named: {other:?}"),
     }
