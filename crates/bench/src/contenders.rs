@@ -14,6 +14,9 @@ pub enum Contender {
     /// `strait run` with `copy = "batches"` (issue 27): the source's record batches forwarded as
     /// they are, otherwise default settings.
     StraitBatches,
+    /// `strait run` with `copy = "batches"` and `delivery = "exactly_once"`: batches, their
+    /// offset syncs and positions in one transaction per commit.
+    StraitBatchesEos,
     /// MirrorMaker 2 dedicated mode with defaults and `tasks.max=2`.
     Mm2Default,
     /// MirrorMaker 2 tuned as the Kafka docs and vendor guides suggest.
@@ -34,10 +37,11 @@ pub enum Contender {
 
 impl Contender {
     /// Every contender, in run order.
-    pub const ALL: [Contender; 9] = [
+    pub const ALL: [Contender; 10] = [
         Contender::Strait,
         Contender::StraitEos,
         Contender::StraitBatches,
+        Contender::StraitBatchesEos,
         Contender::Mm2Default,
         Contender::Mm2Tuned,
         Contender::Mm2Eos,
@@ -52,6 +56,7 @@ impl Contender {
             Contender::Strait => "strait",
             Contender::StraitEos => "strait-eos",
             Contender::StraitBatches => "strait-batches",
+            Contender::StraitBatchesEos => "strait-batches-eos",
             Contender::Mm2Default => "mm2-default",
             Contender::Mm2Tuned => "mm2-tuned",
             Contender::Mm2Eos => "mm2-eos",
@@ -171,10 +176,11 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
     fs::create_dir_all(&dir).expect("run dir");
     let (out, err) = log_file(&dir);
     let child = match contender {
-        Contender::Strait | Contender::StraitEos | Contender::StraitBatches => {
+        Contender::Strait | Contender::StraitEos | Contender::StraitBatches | Contender::StraitBatchesEos => {
             let extra = match contender {
                 Contender::StraitEos => "delivery = \"exactly_once\"\n",
                 Contender::StraitBatches => "copy = \"batches\"\n",
+                Contender::StraitBatchesEos => "copy = \"batches\"\ndelivery = \"exactly_once\"\n",
                 _ => "delivery = \"at_least_once\"\n",
             };
             strait_command(env, &dir, tag, (source, target), topics, extra, "warn")

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use kafka_protocol::messages::DescribeLogDirsRequest;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -16,27 +15,17 @@ use rdkafka::{Offset, TopicPartitionList};
 use strait_wire::{ClientOptions, Connection};
 
 /// Bytes on disk of `topics` on the cluster at `bootstrap`, summed over their partitions and log
-/// dirs (DescribeLogDirs, through `strait-wire`'s connection: rdkafka has no such call). Each
-/// address of `bootstrap` is asked: the bench's clusters are single brokers.
+/// dirs ([`Connection::partition_sizes`]). Each address of `bootstrap` is asked: the bench's
+/// clusters are single brokers.
 pub fn bytes_on_disk(bootstrap: &str, topics: &[String]) -> i64 {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
     runtime.block_on(async {
         let options = ClientOptions::plaintext("strait-bench", Duration::from_secs(30));
         let mut total = 0;
         for addr in bootstrap.split(',') {
             let conn = Connection::open(addr, &options).await.expect("a connection for DescribeLogDirs");
-            let answer =
-                conn.call(&DescribeLogDirsRequest::default().with_topics(None), 4).await.expect("DescribeLogDirs");
-            let partitions = answer
-                .results
-                .iter()
-                .flat_map(|dir| &dir.topics)
-                .filter(|t| topics.iter().any(|n| n == t.name.0.as_str()));
-            total += partitions
-                .flat_map(|t| &t.partitions)
-                .filter(|p| !p.is_future_key)
-                .map(|p| p.partition_size)
-                .sum::<i64>();
+            total += conn.partition_sizes(&topics).await.expect("DescribeLogDirs").values().sum::<i64>();
         }
         total
     })

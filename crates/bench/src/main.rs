@@ -141,16 +141,18 @@ impl Bench {
         // watermarks, so exactly-once contenders are counted as a read_committed consumer sees them.
         let mut counter = (contender == Contender::Mm2Eos).then(|| load::CommittedCounter::new(&self.target, &targets));
         let mut replicated = |dst: &rdkafka::consumer::BaseConsumer| match (contender, counter.as_mut()) {
-            (Contender::StraitEos, _) => load::committed_positions(&self.target, &format!("s{tag}->t{tag}"))
-                .into_iter()
-                .map(|((t, p), n)| ((contender.target_topic(&tag, &t), p), n))
-                // Not the source's `heartbeats` (always replicated; MM2 writes one there).
-                .filter(|((t, _), _)| targets.contains(t))
-                .collect(),
+            (Contender::StraitEos | Contender::StraitBatchesEos, _) => {
+                load::committed_positions(&self.target, &format!("s{tag}->t{tag}"))
+                    .into_iter()
+                    .map(|((t, p), n)| ((contender.target_topic(&tag, &t), p), n))
+                    // Not the source's `heartbeats` (always replicated; MM2 writes one there).
+                    .filter(|((t, _), _)| targets.contains(t))
+                    .collect()
+            }
             (_, Some(counter)) => counter.poll(Duration::from_millis(500)).clone(),
             _ => load::counts(dst, &targets),
         };
-        let exactly_once = matches!(contender, Contender::StraitEos | Contender::Mm2Eos);
+        let exactly_once = matches!(contender, Contender::StraitEos | Contender::StraitBatchesEos | Contender::Mm2Eos);
         while Instant::now() < deadline {
             // The copy starts with the first record appended. An exactly-once contender's records
             // count only once committed, and reading its positions takes up to seconds: until its

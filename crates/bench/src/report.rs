@@ -184,6 +184,14 @@ pub fn write(r: &Results, dir: &Path) -> String {
             div(Some(b.cpu_per_gb()), raw.map(CatchUp::cpu_per_gb)),
             b.target_bytes_per_source_byte,
         );
+        if let Some(eos) = find(&r.catch_up, "strait-batches-eos", workload) {
+            let _ = write!(
+                batches,
+                " strait-batches-eos/strait-batches throughput={} cpu_per_gb={}",
+                div(Some(eos.records_per_s()), Some(b.records_per_s())),
+                div(Some(eos.cpu_per_gb()), Some(b.cpu_per_gb())),
+            );
+        }
         if workload == "catch-up" {
             let _ = write!(
                 batches,

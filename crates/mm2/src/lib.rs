@@ -10,7 +10,9 @@
 //! - [`emission`]: when a data record must produce an offset sync ([`PartitionState`]);
 //! - [`store`]: translating group offsets through the offset syncs ([`OffsetSyncStore`]);
 //! - [`checkpoint_rule`]: which translations become checkpoints ([`should_emit_checkpoint`]);
-//! - [`offsets`]: the [`UpstreamOffset`] / [`DownstreamOffset`] newtypes used everywhere.
+//! - [`offsets`]: the [`UpstreamOffset`] / [`DownstreamOffset`] newtypes used everywhere;
+//! - [`partitioner`]: the partition Kafka's Java producer gives a keyed record (murmur2), where
+//!   Connect's offsets topic, read by MM2, holds each key.
 //!
 //! Nothing here touches the network, the clock or the file system; callers feed values in and
 //! get values out.
@@ -37,6 +39,7 @@ pub mod checkpoint_rule;
 pub mod codec;
 pub mod emission;
 pub mod offsets;
+pub mod partitioner;
 pub mod policy;
 pub mod store;
 
@@ -44,6 +47,7 @@ pub use checkpoint_rule::should_emit_checkpoint;
 pub use codec::{Checkpoint, DecodeError, EncodeError, Heartbeat, OffsetSync, MAX_STRING_BYTES};
 pub use emission::{Emit, PartitionState, DEFAULT_OFFSET_LAG_MAX};
 pub use offsets::{DownstreamOffset, UpstreamOffset};
+pub use partitioner::partition_for_key;
 pub use policy::{
     checkpoints_topic, is_internal_topic, offset_syncs_topic, ReplicationPolicy, CONFIG_PROPERTIES_EXCLUDE,
     DEFAULT_GROUPS_EXCLUDE, DEFAULT_SEPARATOR, DEFAULT_TOPICS_EXCLUDE, HEARTBEATS_TOPIC,

@@ -72,6 +72,12 @@ async fn mm2_jvm_compat_java_client_reads_what_a_batch_flow_writes() {
     java_client_reads_what_strait_writes("copy = \"batches\"").await;
 }
 
+/// Exactly-once, a batch flow's offset syncs go in its transactions as batches of Strait's own.
+#[tokio::test(flavor = "multi_thread")]
+async fn mm2_jvm_compat_java_client_reads_what_an_exactly_once_batch_flow_writes() {
+    java_client_reads_what_strait_writes("copy = \"batches\"\ndelivery = \"exactly_once\"").await;
+}
+
 /// Active/active with the flow `settings`; MM2's Java classes decode every offset sync,
 /// checkpoint and heartbeat, and translate as Strait does, to an offset from which the target
 /// holds the record at the group's position (a failover skips nothing).

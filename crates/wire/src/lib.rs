@@ -27,6 +27,8 @@
 //!   a `LogAppendTime` one) opened and written anew in the same codec.
 //! - [`Fetched::committed`]: the data batches a `read_committed` consumer would read, without
 //!   control batches and batches of aborted transactions.
+//! - [`Connection::partition_sizes`]: the bytes a broker holds of each partition
+//!   (DescribeLogDirs), to compare a target topic's size on disk with its source's.
 //! - [`Security`]: TLS and SASL (PLAIN, SCRAM-SHA-256/512) from the librdkafka settings of
 //!   `[clusters.client]`, refusing by key what this client cannot honour.
 
@@ -34,6 +36,7 @@ pub mod batch;
 mod cluster;
 mod conn;
 mod error;
+mod log_dirs;
 mod offsets;
 mod produce;
 pub mod reencode;

@@ -187,8 +187,7 @@ impl Flow {
 /// Resolves `flows[i]` (`f`) against the clusters and residency rules. Errors name the field: an
 /// unknown alias, a flow onto its source, a separator not usable in topic names or found in an
 /// alias, a bad filter regex, exactly-once with offset syncs on the source or a transaction
-/// timeout within the commit interval, or `copy = "batches"` with the identity policy or with
-/// exactly-once and `write_mm2_offsets`.
+/// timeout within the commit interval, or `copy = "batches"` with the identity policy.
 pub(super) fn resolve(
     i: usize,
     f: FlowConfig,
@@ -235,19 +234,11 @@ pub(super) fn resolve(
             ));
         }
     }
-    if f.writing.copy == CopyKind::Batches {
-        if r.replication_policy == PolicyKind::Identity {
-            return Err(err(
-                format!("{field}.copy"),
-                "\"batches\" needs replication_policy = \"default\": a batch cannot carry the provenance header that keeps identity-named records from looping back (active/active); under the default policy the source alias in the target topic's name does that",
-            ));
-        }
-        if f.writing.delivery == DeliveryKind::ExactlyOnce && f.writing.write_mm2_offsets {
-            return Err(err(
-                format!("{field}.write_mm2_offsets"),
-                "not yet with copy = \"batches\" and delivery = \"exactly_once\": MM2's source offsets are not yet written in a batch flow's transactions",
-            ));
-        }
+    if f.writing.copy == CopyKind::Batches && r.replication_policy == PolicyKind::Identity {
+        return Err(err(
+            format!("{field}.copy"),
+            "\"batches\" needs replication_policy = \"default\": a batch cannot carry the provenance header that keeps identity-named records from looping back (active/active); under the default policy the source alias in the target topic's name does that",
+        ));
     }
     let separator = r.separator.clone();
     Ok(Flow {

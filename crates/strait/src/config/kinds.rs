@@ -72,6 +72,6 @@ pub enum CopyKind {
     /// target stores what the source does. No provenance header (a batch cannot take one without
     /// being written anew): the default replication policy's name-based cycle rule stops loops
     /// instead, so the identity policy is refused. Exactly-once, the batch producer holds the
-    /// slot's transactions; `write_mm2_offsets` is refused there for now.
+    /// slot's transactions.
     Batches,
 }

@@ -144,8 +144,7 @@ pub struct Writing {
     /// resumes where Strait stopped ([`crate::sink`]'s `mm2_offsets`). Default false.
     pub write_mm2_offsets: bool,
     /// `records` or `batches` ([`CopyKind`]): `batches` forwards the source's record batches as
-    /// they are stored, with the default replication policy (and, exactly-once, without
-    /// `write_mm2_offsets` for now). Default `records`.
+    /// they are stored, with the default replication policy. Default `records`.
     pub copy: CopyKind,
 }
 

@@ -89,11 +89,12 @@ fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
     assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.copy, CopyKind::Records);
     let flow = &Config::parse(&format!("{TWO_CLUSTERS}copy = \"batches\"\n")).unwrap()[0];
     assert_eq!(flow.writing.copy, CopyKind::Batches);
-    Config::parse(&format!("{TWO_CLUSTERS}copy = \"batches\"\ndelivery = \"exactly_once\"\n"))
-        .expect("batches exactly once");
+    Config::parse(&format!(
+        "{TWO_CLUSTERS}copy = \"batches\"\ndelivery = \"exactly_once\"\nwrite_mm2_offsets = true\n"
+    ))
+    .expect("batches exactly once, MM2 offsets written");
     for (extra, field) in [
         ("copy = \"batches\"\nreplication_policy = \"identity\"", "flows[0].copy"),
-        ("copy = \"batches\"\ndelivery = \"exactly_once\"\nwrite_mm2_offsets = true", "flows[0].write_mm2_offsets"),
         ("copy = \"bytes\"", "flows[0].copy"),
     ] {
         let e = Config::parse(&format!("{TWO_CLUSTERS}{extra}\n")).expect_err(extra);

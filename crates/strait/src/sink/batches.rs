@@ -9,7 +9,7 @@
 //! offset syncs and positions written as batches of their own ([`BatchWriter::write_state`]),
 //! go in one transaction, which `exactly_once.rs` begins, commits and aborts through it.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use strait_mm2::OffsetSync;
 use strait_wire::{Appended, Batch, Outgoing, Producer, WireError};
 
 use super::errors::{fenced, Retry};
+use super::mm2_offsets::Mm2Offsets;
 use super::writer::{PositionRecords, Writer};
 use crate::config::{Delivery, Flow};
 use crate::kafka::{wire_cluster, wire_error};
@@ -32,6 +33,9 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(300);
 /// below the state topics' `max.message.bytes` (1 MiB by default).
 const STATE_RECORDS_PER_BATCH: usize = 1_000;
 
+/// A record's key and value, as bytes.
+type KeyValue = (Vec<u8>, Vec<u8>);
+
 /// A source batch on its way: where it came from (the source offset of its last record) and the
 /// target topic.
 pub struct Routed {
@@ -45,6 +49,9 @@ pub struct BatchWriter {
     producer: Producer,
     /// Source partitions this producer has appended a batch to.
     written: HashSet<(Arc<str>, i32)>,
+    /// Exactly-once with `write_mm2_offsets`: MM2's source offsets, written in each transaction
+    /// with its positions, and the partition count of their topic.
+    mm2_offsets: Option<(Mm2Offsets, u32)>,
 }
 
 impl BatchWriter {
@@ -54,8 +61,9 @@ impl BatchWriter {
     /// positions read afterwards are the last committed ones). Errors: a setting the client
     /// refuses (invalid), refused credentials (denied), a target that does not answer
     /// (retriable), transactions the target refuses (a transaction timeout above its
-    /// `transaction.max.timeout.ms`: [`ConnectError::Transaction`]).
-    pub async fn start(flow: &Flow, slot: u32) -> ConnectResult<Self> {
+    /// `transaction.max.timeout.ms`: [`ConnectError::Transaction`]). `mm2_partitions`: the
+    /// partition count of the MM2 offsets topic, with `write_mm2_offsets`.
+    pub async fn start(flow: &Flow, slot: u32, mm2_partitions: Option<u32>) -> ConnectResult<Self> {
         let cluster = wire_cluster(&flow.target, "batch producer").await?;
         let producer = match flow.delivery() {
             Delivery::AtLeastOnce => Producer::init(cluster, DELIVERY_TIMEOUT)
@@ -79,7 +87,8 @@ impl BatchWriter {
                 p
             }
         };
-        Ok(Self { producer, written: HashSet::new() })
+        let mm2_offsets = Mm2Offsets::of(flow).zip(mm2_partitions);
+        Ok(Self { producer, written: HashSet::new(), mm2_offsets })
     }
 
     /// Produces `batches` (in order within each partition), calling `acked` with each one's ack
@@ -148,28 +157,43 @@ impl BatchWriter {
         self.producer.begin().map_err(|e| ConnectError::backend(context(), e))
     }
 
-    /// Exactly-once: writes `syncs` (to `syncs_topic`, partition 0) and `positions` (to the
-    /// positions topic, partition 0) into the open transaction, as batches of records of their
-    /// own, and waits for their acks. Errors: as [`Self::commit`].
+    /// Exactly-once: writes `syncs` (to `syncs_topic`, partition 0), `positions` (to the
+    /// positions topic, partition 0) and, with `write_mm2_offsets`, MM2's source offsets of
+    /// `mm2_positions` (each to the partition Kafka's Java producer gives its key) into the open
+    /// transaction, as batches of records of their own, and waits for their acks. Errors: as
+    /// [`Self::commit`].
     pub async fn write_state(
         &mut self,
         (flow, slot): (&Flow, u32),
         syncs_topic: &str,
         syncs: &[OffsetSync],
         positions: &PositionRecords,
+        mm2_positions: &[SourceOffset],
         retry: Retry,
     ) -> ConnectResult<()> {
-        let syncs: Vec<_> = syncs.iter().map(|s| (s.encode_key(), s.encode_value())).collect();
-        let positions: Vec<_> = positions.iter().map(|(_, k, v)| (k.clone(), v.clone())).collect();
+        // Each partition's records in the order given.
+        let mut records: BTreeMap<(&str, i32), Vec<KeyValue>> = BTreeMap::new();
+        for sync in syncs {
+            records.entry((syncs_topic, 0)).or_default().push((sync.encode_key(), sync.encode_value()));
+        }
+        for (_, key, value) in positions {
+            records.entry((POSITIONS_TOPIC, 0)).or_default().push((key.clone(), value.clone()));
+        }
+        if let Some((mm2_offsets, partitions)) = &self.mm2_offsets {
+            for position in mm2_positions {
+                let (topic, partition, key, value) = mm2_offsets.keyed(position, *partitions);
+                records.entry((topic, partition)).or_default().push((key, value));
+            }
+        }
         let now = now_ms();
         let mut out = Vec::new();
-        for (topic, records) in [(syncs_topic, syncs), (POSITIONS_TOPIC, positions)] {
+        for ((topic, partition), records) in &records {
             for chunk in records.chunks(STATE_RECORDS_PER_BATCH) {
                 let records: Vec<_> = chunk.iter().map(|(k, v)| (Some(&k[..]), Some(&v[..]))).collect();
                 let batch = Batch::of_records(&records, now).map_err(|e| {
                     ConnectError::backend(format!("flow {}: offset syncs and positions as a batch", flow.name), e)
                 })?;
-                out.push(Outgoing { topic: topic.to_string(), partition: 0, batch });
+                out.push(Outgoing { topic: topic.to_string(), partition: *partition, batch });
             }
         }
         if out.is_empty() {

@@ -121,7 +121,9 @@ impl ExactlyOnce {
             self.uncommitted_syncs.extend(syncs.iter().cloned());
         }
         if let Some(batches) = &mut w.batches {
-            return batches.write_state((&w.flow, w.slot), &w.syncs_topic, &syncs, &positions, self.retry()).await;
+            let mm2_positions: Vec<SourceOffset> = positions.iter().map(|(p, _, _)| p.clone()).collect();
+            let ctx = (&*w.flow, w.slot);
+            return batches.write_state(ctx, &w.syncs_topic, &syncs, &positions, &mm2_positions, self.retry()).await;
         }
         if let Err(failed) =
             state::send(&mut w.service, &w.syncs_topic, syncs, positions, self.mm2_offsets.as_ref()).await
@@ -140,6 +142,19 @@ impl ExactlyOnce {
             return Ok(());
         }
         self.begin(w).await?;
+        if let Some(batches) = &mut w.batches {
+            let (ctx, retry) = ((&*w.flow, w.slot), self.retry());
+            let written = match batches.write_state(ctx, &w.syncs_topic, &[], &Vec::new(), &positions, retry).await {
+                Ok(()) => batches.commit(ctx, retry).await,
+                failed => failed,
+            };
+            if let Err(e) = written {
+                self.abort(w).await?;
+                return Err(e);
+            }
+            self.in_transaction = false;
+            return Ok(());
+        }
         let sent = match &self.mm2_offsets {
             Some(mm2_offsets) => match mm2_offsets.send(&mut w.service, &positions).await {
                 Ok(()) => w.await_acks().await,

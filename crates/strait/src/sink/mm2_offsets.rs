@@ -51,20 +51,31 @@ impl Mm2Offsets {
     /// as Connect's `KafkaOffsetBackingStore` does: compacted (MM2 refuses to start on another
     /// cleanup policy), 25 partitions (MM2's `offset.storage.partitions`), the flow's
     /// `replication_factor` like its other internal topics. An existing topic is used as it is.
-    /// Errors: the target cannot be reached, or refuses the topic (a backend error naming it).
-    pub async fn ensure_topic(flow: &Flow) -> ConnectResult<()> {
-        let Some(this) = Self::of(flow) else { return Ok(()) };
+    /// Returns its partition count (none without the setting), which the batch path's producer,
+    /// naming every partition itself, needs. Errors: the target cannot be reached, or refuses
+    /// the topic (a backend error naming it).
+    pub async fn ensure_topic(flow: &Flow) -> ConnectResult<Option<u32>> {
+        let Some(this) = Self::of(flow) else { return Ok(None) };
         let target = &flow.target;
         let what = format!("create topic {} on cluster {} at {}", this.topic, target.alias, target.bootstrap_servers);
         let admin = Admin::new(target).map_err(|e| connect_error(&what, e))?;
-        if admin.describe(&this.topic).await.map_err(|e| connect_error(&what, e))?.is_some() {
-            return Ok(());
+        if let Some(existing) = admin.describe(&this.topic).await.map_err(|e| connect_error(&what, e))? {
+            return Ok(Some(existing.partitions as u32));
         }
         let configs = [("cleanup.policy".to_string(), "compact".to_string())];
         admin
             .create_topic(&this.topic, PARTITIONS, flow.writing.replication_factor, &configs)
             .await
-            .map_err(|e| connect_error(&what, e))
+            .map_err(|e| connect_error(&what, e))?;
+        Ok(Some(PARTITIONS as u32))
+    }
+
+    /// The MM2 offset record of `position` for a producer that names its partition (the batch
+    /// path's): the offsets topic, the partition Kafka's Java producer gives its key among
+    /// `partitions` (murmur2, [`strait_mm2::partition_for_key`]), its key and its value.
+    pub fn keyed(&self, position: &SourceOffset, partitions: u32) -> (&str, i32, Vec<u8>, Vec<u8>) {
+        let (key, value) = encode(&self.source_alias, position);
+        (&self.topic, strait_mm2::partition_for_key(&key, partitions), key, value)
     }
 
     /// Queues on `writer` the MM2 offset record of each of `positions` (each the last record

@@ -123,7 +123,7 @@ impl TargetSink {
             let topic = topic.to_string();
             async move { admin?.create_state_topic(&topic, rf).await.map_err(|e| connect_error(&what, e)) }
         };
-        let (target_id, source_id, (), (), ()) = tokio::try_join!(
+        let (target_id, source_id, (), (), mm2_partitions) = tokio::try_join!(
             cluster_id(&flow.target),
             cluster_id(&flow.source),
             state_topic(&flow.target, POSITIONS_TOPIC),
@@ -146,7 +146,7 @@ impl TargetSink {
         };
         let batches = async {
             match copies_batches {
-                true => BatchWriter::start(&flow, slot).await.map(Some),
+                true => BatchWriter::start(&flow, slot, mm2_partitions).await.map(Some),
                 false => Ok(None),
             }
         };

@@ -13,13 +13,14 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer as _, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_mm2::OffsetSync;
-use strait_wire::{Batch, ClientOptions, Cluster, Outgoing, Producer};
+use strait_wire::{Batch, ClientOptions, Cluster, Connection, Outgoing, Producer};
 
 use crate::support::*;
 use crate::wire::{encoded_batch, fetch_all, CODECS};
 
-/// Per codec: records and batches written again after a SIGKILL.
-type Replays = BTreeMap<&'static str, (usize, usize)>;
+/// Per codec: records and batches written again after a SIGKILL, and the source and target
+/// partitions' bytes on disk (the target's without its transaction markers).
+type Replays = BTreeMap<&'static str, (usize, usize, (i64, i64))>;
 
 /// The transactional bit of a batch's attributes.
 const TRANSACTIONAL: i16 = 1 << 4;
@@ -68,21 +69,29 @@ async fn a_batches_flow_stores_the_source_batches_as_they_are_and_a_sigkill_repl
 /// Exactly-once, the batches, offset syncs and positions of a commit are one transaction of
 /// the batch producer: through the same SIGKILL, a `read_committed` reader of the target finds
 /// every source record and every source batch exactly once (at-least-once replays the batches
-/// after the last saved position), and the restart took the slot's transactional id over
-/// before reading positions.
+/// after the last saved position), each target partition takes its source's bytes on disk
+/// within 2 %, and the restart took the slot's transactional id over before reading positions.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_exactly_once_batches_flow_writes_nothing_twice_through_a_sigkill() {
     let (replays, logs) = copy_through_a_sigkill("batcheos", "delivery = \"exactly_once\"").await;
     println!("records and batches written again after the SIGKILL, per codec: {replays:?}");
-    assert!(replays.values().all(|r| *r == (0, 0)), "exactly once: nothing written twice, {replays:?}");
+    assert!(replays.values().all(|r| (r.0, r.1) == (0, 0)), "exactly once: nothing written twice, {replays:?}");
+    // The same batches take the same bytes: nothing else is on the target's disk but the markers.
+    for (codec, (_, _, (source, target))) in &replays {
+        let ratio = *target as f64 / *source as f64;
+        assert!(
+            (0.98..=1.02).contains(&ratio),
+            "{codec}: the target takes {target} bytes on disk, the source {source}"
+        );
+    }
     assert!(logs.contains("batch transactions initialised"), "{logs}");
 }
 
 /// A batch flow (`flow_extra` added to its settings) over four partitions, one per codec,
 /// SIGKILLed while records arrive and started again; checks that the target holds the source's
 /// records and batches as they are, but for a replay at the kill, and that every offset sync
-/// maps a record to itself. Returns per codec the records and batches written again, and the
-/// restarted run's logs.
+/// maps a record to itself. Returns per codec the records and batches written again and the
+/// bytes on disk of source and target partition, and the restarted run's logs.
 async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str) -> (Replays, String) {
     let f = TopicFlow::new(prefix, 4).await;
     // Partition p in codec p: librdkafka's batches, then three of kafka-protocol's encoder whose
@@ -147,6 +156,18 @@ async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str) -> (Replays, Str
     targets.refresh(&[&f.remote]).await.unwrap();
     let (source_batches, target_batches) =
         (fetch_all(&mut sources, &f.topic, 4, 1 << 20).await, fetch_all(&mut targets, &f.remote, 4, 1 << 20).await);
+    // Each partition's bytes on disk, source and target (single-broker clusters).
+    let options = ClientOptions::plaintext("batches-test", Duration::from_secs(10));
+    let size = |bootstrap: String, topic: String| {
+        let options = options.clone();
+        async move {
+            let conn = Connection::open(&bootstrap, &options).await.unwrap();
+            let sizes = conn.partition_sizes(&[&topic]).await.unwrap();
+            (0..4).map(|p| sizes.get(&(topic.clone(), p)).copied().unwrap_or(0)).collect::<Vec<i64>>()
+        }
+    };
+    let (on_source, on_target) = (size(f.a.clone(), f.topic.clone()).await, size(f.b.clone(), f.remote.clone()).await);
+    let disk: BTreeMap<i32, (i64, i64)> = (0..4).map(|p| (p, (on_source[p as usize], on_target[p as usize]))).collect();
     let mut replays = BTreeMap::new();
     for (p, (name, _)) in CODECS.iter().enumerate() {
         let p = p as i32;
@@ -185,7 +206,12 @@ async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str) -> (Replays, Str
             panic!("{name}: the target's {} batches are not the source's {} as they are", to.len(), from.len())
         });
         assert!(to.iter().all(Batch::crc_matches), "{name}: every target batch intact");
-        replays.insert(*name, (repeated, batches_repeated));
+        // Exactly-once, the target also holds its transactions' markers (control batches).
+        let markers: usize = target_batches[&p]
+            .iter()
+            .flat_map(|f| f.batches.iter().filter(|b| b.is_control()).map(|b| b.bytes().len()))
+            .sum();
+        replays.insert(*name, (repeated, batches_repeated, (disk[&p].0, disk[&p].1 - markers as i64)));
 
         // Each offset sync maps a source record to the same record on the target.
         let at = |all: &BTreeMap<i32, Vec<(i64, Rec)>>, offset: i64| {

@@ -122,28 +122,35 @@ async fn strait_resumes_where_mirror_maker_2_stopped() {
 /// The way back (`write_mm2_offsets`), at-least-once: see [`mirror_maker_2_takes_over`].
 #[tokio::test(flavor = "multi_thread")]
 async fn mirror_maker_2_resumes_where_strait_stopped() {
-    mirror_maker_2_takes_over("back", "at_least_once").await;
+    mirror_maker_2_takes_over("back", "delivery = \"at_least_once\"").await;
 }
 
 /// The way back with exactly-once delivery, whose MM2 offsets travel in the records' transactions.
 #[tokio::test(flavor = "multi_thread")]
 async fn mirror_maker_2_resumes_where_exactly_once_strait_stopped() {
-    mirror_maker_2_takes_over("backeos", "exactly_once").await;
+    mirror_maker_2_takes_over("backeos", "delivery = \"exactly_once\"").await;
 }
 
-/// The way back to MM2 (`write_mm2_offsets`). Strait copies 1,000 records per partition of a
-/// 3-partition topic with the setting off and stops; restarted with it on, it copies 1,000 more
-/// of partitions 0 and 1 while partition 2 stays idle, and stops; 500 more per partition are
-/// produced; Kafka's own MM2 (dedicated mode, the same aliases, the properties
+/// The way back from an exactly-once flow copying batches, whose MM2 offsets the batch producer
+/// writes in its transactions, naming the partition Kafka's Java producer would give each key.
+#[tokio::test(flavor = "multi_thread")]
+async fn mirror_maker_2_resumes_where_an_exactly_once_batch_flow_stopped() {
+    mirror_maker_2_takes_over("backbat", "delivery = \"exactly_once\"\ncopy = \"batches\"").await;
+}
+
+/// The way back to MM2 (`write_mm2_offsets`), the flow's `settings` added. Strait copies 1,000
+/// records per partition of a 3-partition topic with the setting off and stops; restarted with it
+/// on, it copies 1,000 more of partitions 0 and 1 while partition 2 stays idle, and stops; 500 more
+/// per partition are produced; Kafka's own MM2 (dedicated mode, the same aliases, the properties
 /// docs/migrating-from-mm2.md gives) then copies exactly those 1,500: the target ends with each
-/// source record once. Without the feature MM2 finds no offset for the partitions and starts at
-/// the earliest offset (its consumer's default): the target would hold the 5,000 Strait copied
-/// twice (a first form of this test, run so, ended with 13,500 records for 7,500), so the offsets Strait left are asserted before MM2 starts
-/// and the count and duplicate asserts fail. Partition 2, idle since the setting was turned on,
-/// needs the offsets a slot writes at its start. MM2's own offset records must land in the
-/// partitions Strait's did (the same key bytes, the Java producer's partitioner), or a later
-/// restart of MM2 could read a stale one.
-async fn mirror_maker_2_takes_over(prefix: &str, delivery: &str) {
+/// source record once. Without the feature MM2 finds no offset for the partitions and starts at the
+/// earliest offset (its consumer's default): the target would hold the 5,000 Strait copied twice (a
+/// first form of this test, run so, ended with 13,500 records for 7,500), so the offsets Strait
+/// left are asserted before MM2 starts and the count and duplicate asserts fail. Partition 2, idle
+/// since the setting was turned on, needs the offsets a slot writes at its start. MM2's own offset
+/// records must land in the partitions Strait's did (the same key bytes, the Java producer's
+/// partitioner), or a later restart of MM2 could read a stale one.
+async fn mirror_maker_2_takes_over(prefix: &str, settings: &str) {
     const BEFORE: i32 = 1_000;
     const DURING: i32 = 1_000;
     const BY_MM2: i32 = 500;
@@ -151,8 +158,7 @@ async fn mirror_maker_2_takes_over(prefix: &str, delivery: &str) {
     let batch = |label: &str, n: i32, partitions: i32| -> Vec<Rec> {
         (0..n).map(|i| Rec::simple(i % partitions, &format!("{label}{i}"))).collect()
     };
-    let config =
-        |on: bool| f.config(&format!("write_mm2_offsets = {on}\ndelivery = \"{delivery}\"\ncommit_interval_ms = 500"));
+    let config = |on: bool| f.config(&format!("write_mm2_offsets = {on}\n{settings}\ncommit_interval_ms = 500"));
     let flow = Config::parse(&config(true)).unwrap().remove(0);
     produce(&f.a, &f.topic, &batch("before-", PARTITIONS * BEFORE, PARTITIONS)).await;
     run_until(&f.p, &config(false), &flow, &f.topic, &[BEFORE as i64; 3]).await;
