@@ -27,7 +27,7 @@ use crate::kafka::{classify_start, connect_error, control_producer, StartFailure
 use crate::metrics::metrics;
 use crate::sink::service::DataProducer;
 use crate::sink::{shared_record_producer, SinkParams, TargetSink};
-use crate::slots::{slot_of, SlotEvent, SlotGroup};
+use crate::slots::{others_in_group, slot_of, SlotEvent, SlotGroup};
 use crate::source::KafkaSource;
 use crate::watch::{run_watch, Committed};
 
@@ -138,14 +138,19 @@ impl Instance {
                             self.start_slot(slot);
                         }
                         if self.slots.is_empty() && !self.flow.scale_out.enabled {
-                            return Err(ConnectError::fenced(
-                                format!("flow {}", self.flow.name),
-                                format!(
-                                    "another instance runs this flow (it owns the flow's slot in group {} on {}); \
-                                     set [flows.scale_out] enabled = true on every instance to share the flow",
-                                    self.flow.slots_group(), self.flow.target.alias
-                                ),
-                            ));
+                            if others_in_group(&self.flow).await {
+                                return Err(ConnectError::fenced(
+                                    format!("flow {}", self.flow.name),
+                                    format!(
+                                        "another instance runs this flow (it owns the flow's slot in group {} on {}); \
+                                         set [flows.scale_out] enabled = true on every instance to share the flow",
+                                        self.flow.slots_group(), self.flow.target.alias
+                                    ),
+                                ));
+                            }
+                            // Alone in the group, the assignment came from metadata without the
+                            // coordination topic: the next one gives the slot.
+                            tracing::warn!(flow = %self.flow.name, group = %self.flow.slots_group(), "the slot group gave this instance no slot while no other instance is in it; waiting for the next assignment");
                         }
                         self.log_owned();
                     }

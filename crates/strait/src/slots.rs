@@ -100,9 +100,11 @@ fn slots_in(tpl: &TopicPartitionList) -> Vec<u32> {
     tpl.elements().iter().filter_map(|e| u32::try_from(e.partition()).ok()).collect()
 }
 
-/// How long [`resize`] waits for the grown coordination topic to show its new partition count in
-/// the metadata the slot group will read (a group assigning the old count would leave the new
-/// slots without an owner until librdkafka's next metadata refresh).
+/// How long [`join`](SlotGroup::join) and [`resize`] wait for a created or grown coordination
+/// topic to show its partition count in the metadata the slot group will read: a group assigning
+/// from older metadata gives the only instance no slot at all (a new topic not yet known, seen on
+/// a three-broker target: the flow then stopped as if another instance ran it) or leaves new
+/// slots without an owner until librdkafka's next metadata refresh.
 const GROWN_METADATA_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Changes the coordination topic of `flow` from `partitions` to `slots` partitions, a rolling
@@ -140,18 +142,37 @@ async fn resize(flow: &Flow, admin: &Admin, partitions: usize, slots: usize) -> 
     }
     let what = format!("grow topic {topic} on cluster {cluster} to {slots} partitions (needs Alter on it)");
     admin.add_partitions(&topic, slots).await.map_err(|e| connect_error(&what, e))?;
+    await_partitions(admin, &topic, slots, &what).await?;
+    tracing::info!(flow = %flow.name, %topic, from = partitions, to = slots, "no instance runs the flow with the old slot count: coordination topic grown to the new one");
+    Ok(())
+}
+
+/// Waits until the metadata shows `topic` with `partitions` partitions ([`GROWN_METADATA_TIMEOUT`]
+/// at most). Errors: a backend error naming `what` when it cannot be asked or is not seen in time.
+async fn await_partitions(admin: &Admin, topic: &str, partitions: usize, what: &str) -> ConnectResult<()> {
     let deadline = tokio::time::Instant::now() + GROWN_METADATA_TIMEOUT;
-    while admin.describe(&topic).await.map_err(|e| connect_error(&what, e))?.map(|t| t.partitions) != Some(slots) {
+    while admin.describe(topic).await.map_err(|e| connect_error(what, e))?.map(|t| t.partitions) != Some(partitions) {
         if tokio::time::Instant::now() >= deadline {
             return Err(ConnectError::backend(
-                what.clone(),
-                format!("the metadata did not show {slots} partitions within {GROWN_METADATA_TIMEOUT:?}"),
+                what.to_string(),
+                format!("the metadata did not show {partitions} partitions within {GROWN_METADATA_TIMEOUT:?}"),
             ));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    tracing::info!(flow = %flow.name, %topic, from = partitions, to = slots, "no instance runs the flow with the old slot count: coordination topic grown to the new one");
     Ok(())
+}
+
+/// Whether `flow`'s slot group has a member besides this instance (which has joined it): the
+/// instance that owns the slot when this one was given none. Also true when the group cannot
+/// be described, so the caller refuses to run beside an instance it cannot rule out.
+pub async fn others_in_group(flow: &Flow) -> bool {
+    let group = flow.slots_group();
+    let members = match GroupClient::new(&flow.target) {
+        Ok(groups) => groups.describe(&group).await.map(|g| g.map_or(0, |g| g.members)),
+        Err(e) => Err(e),
+    };
+    members.is_err() || members.is_ok_and(|m| m > 1)
 }
 
 /// Membership of this instance in the flow's slot group; polled by its own thread.
@@ -174,10 +195,13 @@ impl SlotGroup {
         let existing = admin.describe(&topic).await.map_err(|e| connect_error(&what, e))?;
         let slots = usize::try_from(flow.slots()).map_err(|e| ConnectError::backend("the slot count", e))?;
         match existing {
-            None => admin
-                .create_topic(&topic, slots, flow.writing.replication_factor, &[])
-                .await
-                .map_err(|e| connect_error(&what, e))?,
+            None => {
+                admin
+                    .create_topic(&topic, slots, flow.writing.replication_factor, &[])
+                    .await
+                    .map_err(|e| connect_error(&what, e))?;
+                await_partitions(&admin, &topic, slots, &what).await?;
+            }
             Some(info) if info.partitions != slots => resize(flow, &admin, info.partitions, slots).await?,
             Some(_) => {}
         }
