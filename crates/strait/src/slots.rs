@@ -172,7 +172,7 @@ pub async fn others_in_group(flow: &Flow) -> bool {
         Ok(groups) => groups.describe(&group).await.map(|g| g.map_or(0, |g| g.members)),
         Err(e) => Err(e),
     };
-    members.is_err() || members.is_ok_and(|m| m > 1)
+    members.map_or(true, |m| m > 1)
 }
 
 /// Membership of this instance in the flow's slot group; polled by its own thread.
