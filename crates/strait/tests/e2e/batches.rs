@@ -87,6 +87,95 @@ async fn an_exactly_once_batches_flow_writes_nothing_twice_through_a_sigkill() {
     assert!(logs.contains("batch transactions initialised"), "{logs}");
 }
 
+/// What a batch stores apart from its producer's fields, CRC and offsets: attributes (the
+/// transactional bit, a producer field too, left out), first and last timestamp, record count,
+/// and the records' bytes.
+type Stored = (i16, i64, i64, i32, Vec<u8>);
+
+fn as_stored(b: &Batch) -> Stored {
+    (b.attributes() & !TRANSACTIONAL, b.base_timestamp(), b.max_timestamp(), b.record_count(), b.bytes()[61..].to_vec())
+}
+
+/// Every fetch of `topic`'s `partitions` from `bootstrap`, to the last stable offset.
+async fn fetched(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Vec<strait_wire::Fetched>> {
+    let mut cluster =
+        Cluster::connect(bootstrap, ClientOptions::plaintext("batches-test", Duration::from_secs(10))).await.unwrap();
+    cluster.refresh(&[topic]).await.unwrap();
+    fetch_all(&mut cluster, topic, partitions, 1 << 20).await
+}
+
+/// A flow switched from records to batches and back at restarts copies each record once. The
+/// records flow, slowed by `max_bytes_per_second`, stops between a source batch's records; the
+/// batch flow writes that batch anew from the saved position, in its codec, and forwards the
+/// batches after it as they are; a records flow after it goes on where the batches ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flow_switched_between_records_and_batches_at_restarts_copies_each_record_once() {
+    let f = TopicFlow::new("batchswitch", 4).await;
+    produce_all(&f.a, &f.topic, 0..600).await;
+    let settings = "commit_interval_ms = 300\nemit_checkpoints = false";
+    // About 150 records a second in reads of about 40: a clean stop saves positions inside batches.
+    let records = Strait::start(&f.p, &f.config(&format!("{settings}\nmax_bytes_per_second = 5000")));
+    wait_until("some records copied", Duration::from_secs(60), || count(&f.b, &f.remote).unwrap_or(0) >= 300).await;
+    let logs = records.logs();
+    assert!(records.stop().success(), "{logs}");
+    // The target started empty, so each partition's end is where the records flow stopped.
+    let target = read_all(&f.b, &f.remote, false);
+    let positions: Vec<i64> = (0..4).map(|p| target.get(&p).map_or(0, |r| r.len() as i64)).collect();
+    let source_batches = fetched(&f.a, &f.topic, 4).await;
+    let committed = |all: &BTreeMap<i32, Vec<strait_wire::Fetched>>, p: i32| -> Vec<Batch> {
+        all[&p].iter().flat_map(|f| f.committed()).cloned().collect()
+    };
+    let inside: BTreeMap<i32, Batch> = (0..4)
+        .filter_map(|p| {
+            let at = positions[p as usize];
+            committed(&source_batches, p)
+                .into_iter()
+                .find(|b| b.base_offset() < at && at <= b.last_offset())
+                .map(|b| (p, b))
+        })
+        .collect();
+    println!("records flow stopped at {positions:?}, inside a source batch on partitions {:?}", inside.keys());
+    assert!(!inside.is_empty(), "the records flow stopped inside a source batch: positions {positions:?}");
+
+    let batches = Strait::start(&f.p, &f.config(&format!("copy = \"batches\"\n{settings}")));
+    wait_until("the rest copied as batches", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(4 * 600)).await;
+    let logs = batches.logs();
+    assert!(batches.stop().success(), "{logs}");
+    let target_batches = fetched(&f.b, &f.remote, 4).await;
+    for p in 0..4 {
+        let at = positions[p as usize];
+        // Offsets on the target are the source's: it started empty and nothing was written twice.
+        let after = |bs: Vec<Batch>| -> Vec<Batch> { bs.into_iter().filter(|b| b.last_offset() >= at).collect() };
+        let (from, to) = (after(committed(&source_batches, p)), after(committed(&target_batches, p)));
+        let whole = match inside.get(&p) {
+            Some(split) => {
+                assert_eq!(to[0].base_offset(), at, "partition {p}: the batch resumed inside starts at the position");
+                assert_eq!(i64::from(to[0].record_count()), split.last_offset() - at + 1, "partition {p}: its rest");
+                assert_eq!(to[0].compression(), split.compression(), "partition {p}: in its codec");
+                1
+            }
+            None => 0,
+        };
+        let stored = |bs: &[Batch]| -> Vec<Stored> { bs.iter().map(as_stored).collect() };
+        assert_eq!(stored(&to[whole..]), stored(&from[whole..]), "partition {p}: the batches after it as they are");
+    }
+
+    produce_all(&f.a, &f.topic, 600..900).await;
+    let records = Strait::start(&f.p, &f.config(settings));
+    wait_until("the new records copied as records", Duration::from_secs(60), || {
+        count(&f.b, &f.remote) == Some(4 * 900)
+    })
+    .await;
+    let logs = records.logs();
+    assert!(records.stop().success(), "{logs}");
+    let (source, target) = (read_all(&f.a, &f.topic, false), read_all(&f.b, &f.remote, false));
+    for p in 0..4 {
+        let recs =
+            |all: &BTreeMap<i32, Vec<(i64, Rec)>>| -> Vec<Rec> { all[&p].iter().map(|(_, r)| r.clone()).collect() };
+        assert_eq!(recs(&target), recs(&source), "partition {p}: every record once, keys, values, headers and times");
+    }
+}
+
 /// A batch flow (`flow_extra` added to its settings) over four partitions, one per codec,
 /// SIGKILLed while records arrive and started again; checks that the target holds the source's
 /// records and batches as they are, but for a replay at the kill, and that every offset sync
@@ -148,14 +237,7 @@ async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str) -> (Replays, Str
     let logs = strait.logs();
 
     let (source, target) = (read_all(&f.a, &f.topic, true), read_all(&f.b, &f.remote, true));
-    let mut sources =
-        Cluster::connect(&f.a, ClientOptions::plaintext("batches-test", Duration::from_secs(10))).await.unwrap();
-    sources.refresh(&[&f.topic]).await.unwrap();
-    let mut targets =
-        Cluster::connect(&f.b, ClientOptions::plaintext("batches-test", Duration::from_secs(10))).await.unwrap();
-    targets.refresh(&[&f.remote]).await.unwrap();
-    let (source_batches, target_batches) =
-        (fetch_all(&mut sources, &f.topic, 4, 1 << 20).await, fetch_all(&mut targets, &f.remote, 4, 1 << 20).await);
+    let (source_batches, target_batches) = (fetched(&f.a, &f.topic, 4).await, fetched(&f.b, &f.remote, 4).await);
     // Each partition's bytes on disk, source and target (single-broker clusters).
     let options = ClientOptions::plaintext("batches-test", Duration::from_secs(10));
     let size = |bootstrap: String, topic: String| {
@@ -188,20 +270,7 @@ async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str) -> (Replays, Str
         };
         let (from, to) = (stored(&source_batches), stored(&target_batches));
         assert!(from.len() > 20, "{name}: partition {p} has many batches ({})", from.len());
-        // The transactional bit is a producer field too: set on the target exactly-once.
-        let payload = |bs: &[Batch]| -> Vec<(i16, i64, i64, i32, Vec<u8>)> {
-            bs.iter()
-                .map(|b| {
-                    (
-                        b.attributes() & !TRANSACTIONAL,
-                        b.base_timestamp(),
-                        b.max_timestamp(),
-                        b.record_count(),
-                        b.bytes()[61..].to_vec(),
-                    )
-                })
-                .collect()
-        };
+        let payload = |bs: &[Batch]| -> Vec<Stored> { bs.iter().map(as_stored).collect() };
         let batches_repeated = replayed(&payload(&from), &payload(&to)).unwrap_or_else(|| {
             panic!("{name}: the target's {} batches are not the source's {} as they are", to.len(), from.len())
         });
