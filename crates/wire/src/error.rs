@@ -82,6 +82,17 @@ impl WireError {
         }
     }
 
+    /// Whether asking the transaction coordinator again may succeed: a retriable error, or one
+    /// it gives while it loads its state or still ends the last transaction
+    /// (`COORDINATOR_LOAD_IN_PROGRESS`, `CONCURRENT_TRANSACTIONS`).
+    pub fn is_coordinator_retriable(&self) -> bool {
+        self.is_retriable()
+            || matches!(
+                self.broker_error(),
+                Some(ResponseError::ConcurrentTransactions | ResponseError::CoordinatorLoadInProgress)
+            )
+    }
+
     /// Whether a newer producer of the same transactional id fenced this one, or the
     /// transaction coordinator bumped its epoch when it aborted a transaction that outlived its
     /// timeout (`PRODUCER_FENCED`, `INVALID_PRODUCER_EPOCH`): the producer can write no more

@@ -247,12 +247,7 @@ impl Producer {
                 failure.broker_error(),
                 Some(ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable)
             ) || matches!(failure, WireError::Io { .. } | WireError::Timeout { .. });
-            let again = failure.is_retriable()
-                || matches!(
-                    failure.broker_error(),
-                    Some(ResponseError::ConcurrentTransactions | ResponseError::CoordinatorLoadInProgress)
-                );
-            if !again || Instant::now() + backoff > deadline {
+            if !failure.is_coordinator_retriable() || Instant::now() + backoff > deadline {
                 return Err(failure);
             }
             if moved {

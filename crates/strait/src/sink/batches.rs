@@ -19,6 +19,7 @@ use strait_wire::{Appended, Batch, Outgoing, Producer, WireError};
 
 use super::errors::{fenced, Retry};
 use super::mm2_offsets::Mm2Offsets;
+use super::state::{TRANSACTION_RETRY_MAX, TRANSACTION_RETRY_MIN};
 use super::writer::{PositionRecords, Writer};
 use crate::config::{Delivery, Flow};
 use crate::kafka::{wire_cluster, wire_error};
@@ -213,16 +214,30 @@ impl BatchWriter {
 
     /// Exactly-once: aborts the open transaction and bumps the producer's epoch (sequences
     /// restart). Returns whether the producer must take the id over anew at the next begin:
-    /// the target aborted the transaction itself after its timeout (`outlived`), which fenced
-    /// this epoch. Errors: fenced by another instance; the target's last error.
-    pub async fn abort(&mut self, (flow, slot): (&Flow, u32), outlived: bool) -> ConnectResult<bool> {
-        match self.producer.abort().await {
-            Ok(()) => Ok(false),
-            Err(e) if e.is_fenced() && outlived => Ok(true),
-            Err(e) => {
-                let context = format!("flow {}: abort a batch transaction", flow.name);
-                Err(failure(flow, slot, context, e, Retry::Replay { outlived }))
+    /// the target aborted the transaction itself after its timeout ([`Retry::outlived`]), which
+    /// fenced this epoch. A coordinator that cannot answer (the target down, restarting,
+    /// loading) is asked again with a doubling backoff (0.2 s to 5 s) until it does, as the
+    /// record path asks librdkafka: only its answer says the transaction will not commit (one
+    /// whose commit timed out may have committed, and then the abort is refused), so the batch
+    /// is never replayed on a guess. Errors: fenced by another instance; the coordinator's
+    /// refusal.
+    pub async fn abort(&mut self, (flow, slot): (&Flow, u32), retry: Retry) -> ConnectResult<bool> {
+        let mut backoff = TRANSACTION_RETRY_MIN;
+        loop {
+            let e = match self.producer.abort().await {
+                Ok(()) => return Ok(false),
+                Err(e) => e,
+            };
+            if e.is_fenced() && retry.outlived() {
+                return Ok(true);
             }
+            let context = format!("flow {}: abort a batch transaction", flow.name);
+            if e.is_fenced() || !e.is_coordinator_retriable() {
+                return Err(failure(flow, slot, context, e, retry));
+            }
+            tracing::warn!(flow = %flow.name, slot, error = %e, retry_in_ms = backoff.as_millis() as u64, "{context} failed; retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(TRANSACTION_RETRY_MAX);
         }
     }
 }
@@ -248,7 +263,7 @@ fn failure(flow: &Flow, slot: u32, context: String, e: WireError, retry: Retry) 
             ConnectError::Retriable { context, cause } => ConnectError::Backend { context, cause },
             e => e,
         },
-        Retry::Replay { outlived } if e.is_fenced() => match outlived {
+        Retry::Replay { .. } if e.is_fenced() => match retry.outlived() {
             true => ConnectError::retriable(context, e),
             false => fenced(flow, slot, e.to_string()),
         },

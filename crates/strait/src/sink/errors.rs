@@ -1,6 +1,8 @@
 //! How a failed write becomes a [`ConnectError`]: fenced (another instance owns the slot),
 //! retriable (exactly-once replays the batch) or final (the flow stops naming the record).
 
+use std::time::{Duration, Instant};
+
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use strait_connect::ConnectError;
 
@@ -42,9 +44,18 @@ const TRANSIENT: &[RDKafkaErrorCode] = &[
 pub enum Retry {
     /// At-least-once: librdkafka already retried until `message.timeout.ms`; every error is final.
     Never,
-    /// Exactly-once: a transient error aborts and replays the batch. `outlived`: the open (or
-    /// last) transaction began longer than `transaction_timeout_ms` ago.
-    Replay { outlived: bool },
+    /// Exactly-once: a transient error aborts and replays the batch. `began`: when the open (or
+    /// last) transaction began; `timeout`: `transaction_timeout_ms`.
+    Replay { began: Option<Instant>, timeout: Duration },
+}
+
+impl Retry {
+    /// Whether the transaction is older than its timeout now, so the target aborts it on its
+    /// own (bumping the producer's epoch). Read when an error is classified, not when the call
+    /// that failed began: a call to an unreachable target can wait the whole timeout out.
+    pub fn outlived(&self) -> bool {
+        matches!(self, Retry::Replay { began: Some(began), timeout } if began.elapsed() >= *timeout)
+    }
 }
 
 /// Whether a producer's fatal error says another producer of its `transactional.id` fenced it.
@@ -78,7 +89,7 @@ pub fn write_failure(
     e: KafkaError,
 ) -> ConnectError {
     if let Some((code, reason)) = fatal {
-        if is_fenced(code) && matches!(retry, Retry::Replay { outlived: true }) {
+        if is_fenced(code) && retry.outlived() {
             // The target aborted our own transaction (it stayed open past the timeout while
             // the target was unreachable), which bumps the producer epoch: a new producer
             // takes over and the batch is replayed. Another instance can only fence a

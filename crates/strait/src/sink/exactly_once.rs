@@ -60,11 +60,9 @@ impl ExactlyOnce {
         }
     }
 
-    /// How a failed write is classified now ([`Retry::Replay`]).
+    /// How a failed write of the open (or last) transaction is classified ([`Retry::Replay`]).
     pub fn retry(&self) -> Retry {
-        // Whether the open transaction began longer than `transaction_timeout_ms` ago, so the
-        // target aborts it on its own.
-        Retry::Replay { outlived: self.began.is_some_and(|began| began.elapsed() >= self.transaction_timeout) }
+        Retry::Replay { began: self.began, timeout: self.transaction_timeout }
     }
 
     /// [`strait_connect::Sink::begin`]: a new transaction, on a new producer if the target
@@ -176,10 +174,9 @@ impl ExactlyOnce {
     /// acks of its records still to come are ignored, and offset syncs restart from the next
     /// record of each partition.
     pub async fn abort(&mut self, w: &mut Writer) -> ConnectResult<()> {
-        let outlived = matches!(self.retry(), Retry::Replay { outlived: true });
         if let Some(batches) = &mut w.batches {
             if self.in_transaction {
-                self.renew_producer |= batches.abort((&w.flow, w.slot), outlived).await?;
+                self.renew_producer |= batches.abort((&w.flow, w.slot), self.retry()).await?;
             }
         // A producer that failed for good (fenced) cannot abort; the target aborts its transaction.
         } else if self.in_transaction && w.service.fatal_error().is_none() {
@@ -190,11 +187,11 @@ impl ExactlyOnce {
                 .await
                 .map_err(|e| w.failure(format!("flow {}: abort transaction", w.flow.name), e, self.retry()));
             // The target may abort the timed-out transaction itself while we try (fencing us).
-            if aborted.is_err() && !(w.service.fatal_error().is_some() && outlived) {
+            if aborted.is_err() && !(w.service.fatal_error().is_some() && self.retry().outlived()) {
                 return aborted;
             }
         }
-        if w.batches.is_none() && w.service.fatal_error().is_some() && outlived {
+        if w.batches.is_none() && w.service.fatal_error().is_some() && self.retry().outlived() {
             self.renew_producer = true;
         }
         self.in_transaction = false;

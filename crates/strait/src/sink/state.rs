@@ -25,8 +25,8 @@ use crate::kafka::{acked, enqueue, joined, ControlProducer};
 use crate::positions::POSITIONS_TOPIC;
 
 /// First and longest wait between attempts of a retriable transactional call.
-const TRANSACTION_RETRY_MIN: Duration = Duration::from_millis(200);
-const TRANSACTION_RETRY_MAX: Duration = Duration::from_secs(5);
+pub const TRANSACTION_RETRY_MIN: Duration = Duration::from_millis(200);
+pub const TRANSACTION_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// A batch's state: the offset syncs decided, and each position with the key and value of its
 /// record in the positions topic.

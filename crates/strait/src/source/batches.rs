@@ -368,10 +368,11 @@ impl Fetching {
                 continue;
             }
             if let Some(d) = f.diverging {
-                // An unclean leader election cut the log below what was read: read on where
-                // the leader's log goes on (what was read past it is not in the source any more).
+                // An unclean leader election cut the log below what was read, or the topic was
+                // deleted and created again (the topic refresh then names it): read on where the
+                // leader's log goes on (what was read past it is not in the source any more).
                 tracing::warn!(flow = %self.flow, topic = %f.topic, partition = f.partition, from = offset, to = d.end_offset,
-                    "the source partition's log diverged from what was read (unclean leader election): reading on from where its leader's log goes on");
+                    "the source partition's log diverged from what was read (an unclean leader election, or the topic deleted and created again): reading on from where its leader's log goes on");
                 (next.offset, next.epoch) = (Some(d.end_offset.min(offset)), d.epoch);
                 continue;
             }

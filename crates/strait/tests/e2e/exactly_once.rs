@@ -142,6 +142,20 @@ async fn two_exactly_once_instances_of_one_flow_never_duplicate() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn exactly_once_through_target_broker_restarts() {
+    through_target_broker_restarts("eosbroker", "", Duration::from_secs(12)).await;
+}
+
+/// A batch flow's abort (`copy = "batches"`) through an outage longer than the timeout of its
+/// own retries: the coordinator is asked again until it answers, the flow goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_batches_through_target_broker_restarts() {
+    through_target_broker_restarts("eosbatbroker", "copy = \"batches\"", Duration::from_secs(25)).await;
+}
+
+/// An exactly-once flow (`extra` added to its settings) while its target broker is SIGKILLed
+/// twice: a 2 s outage, then one of `long_outage`, longer than the transaction timeout (8 s).
+/// Every record lands exactly once, and the long outage aborted a batch.
+async fn through_target_broker_restarts(prefix: &str, extra: &str, long_outage: Duration) {
     let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(unique("broker"));
     let mut target = strait_testkit::start_clusters(1, &dir).expect("dedicated target cluster").remove(0);
     let b = target.bootstrap.clone();
@@ -150,19 +164,19 @@ async fn exactly_once_through_target_broker_restarts() {
     // A short transaction timeout, so records produced into the long outage time out and their
     // batch must be aborted and replayed.
     let Setup { p, topic, remote, config, flow, producer } = setup(
-        "eosbroker",
+        prefix,
         &b,
         PARTITIONS,
         PER_PARTITION,
         100,
         Duration::from_millis(200),
-        "transaction_timeout_ms = 8000",
+        &format!("transaction_timeout_ms = 8000\n{extra}"),
     )
     .await;
     let strait = Strait::start(&p, &config);
     // SIGKILL, not a clean shutdown: transactions are left open on the broker. First a short
     // outage (librdkafka retries inside the transaction), then one longer than the timeout.
-    for (outage, replicated_before) in [(Duration::from_secs(2), 5_000), (Duration::from_secs(12), 25_000)] {
+    for (outage, replicated_before) in [(Duration::from_secs(2), 5_000), (long_outage, 25_000)] {
         wait_until("replication under way", Duration::from_secs(60), || {
             count(&b, &remote).unwrap_or(0) > replicated_before
         })
