@@ -92,8 +92,29 @@ async fn an_exactly_once_batches_flow_writes_nothing_twice_through_a_sigkill() {
 /// and the records' bytes.
 type Stored = (i16, i64, i64, i32, Vec<u8>);
 
-fn as_stored(b: &Batch) -> Stored {
-    (b.attributes() & !TRANSACTIONAL, b.base_timestamp(), b.max_timestamp(), b.record_count(), b.bytes()[61..].to_vec())
+fn stored(batches: &[Batch]) -> Vec<Stored> {
+    batches
+        .iter()
+        .map(|b| {
+            (
+                b.attributes() & !TRANSACTIONAL,
+                b.base_timestamp(),
+                b.max_timestamp(),
+                b.record_count(),
+                b.bytes()[61..].to_vec(),
+            )
+        })
+        .collect()
+}
+
+/// Partition `p`'s data batches of `fetched`, as a `read_committed` reader keeps them.
+fn committed(fetched: &BTreeMap<i32, Vec<strait_wire::Fetched>>, p: i32) -> Vec<Batch> {
+    fetched[&p].iter().flat_map(|f| f.committed()).cloned().collect()
+}
+
+/// Partition `p`'s records of `all` ([`read_all`]), in log order.
+fn records_of(all: &BTreeMap<i32, Vec<(i64, Rec)>>, p: i32) -> Vec<Rec> {
+    all[&p].iter().map(|(_, r)| r.clone()).collect()
 }
 
 /// Every fetch of `topic`'s `partitions` from `bootstrap`, to the last stable offset.
@@ -122,9 +143,6 @@ async fn a_flow_switched_between_records_and_batches_at_restarts_copies_each_rec
     let target = read_all(&f.b, &f.remote, false);
     let positions: Vec<i64> = (0..4).map(|p| target.get(&p).map_or(0, |r| r.len() as i64)).collect();
     let source_batches = fetched(&f.a, &f.topic, 4).await;
-    let committed = |all: &BTreeMap<i32, Vec<strait_wire::Fetched>>, p: i32| -> Vec<Batch> {
-        all[&p].iter().flat_map(|f| f.committed()).cloned().collect()
-    };
     let inside: BTreeMap<i32, Batch> = (0..4)
         .filter_map(|p| {
             let at = positions[p as usize];
@@ -156,7 +174,6 @@ async fn a_flow_switched_between_records_and_batches_at_restarts_copies_each_rec
             }
             None => 0,
         };
-        let stored = |bs: &[Batch]| -> Vec<Stored> { bs.iter().map(as_stored).collect() };
         assert_eq!(stored(&to[whole..]), stored(&from[whole..]), "partition {p}: the batches after it as they are");
     }
 
@@ -170,9 +187,11 @@ async fn a_flow_switched_between_records_and_batches_at_restarts_copies_each_rec
     assert!(records.stop().success(), "{logs}");
     let (source, target) = (read_all(&f.a, &f.topic, false), read_all(&f.b, &f.remote, false));
     for p in 0..4 {
-        let recs =
-            |all: &BTreeMap<i32, Vec<(i64, Rec)>>| -> Vec<Rec> { all[&p].iter().map(|(_, r)| r.clone()).collect() };
-        assert_eq!(recs(&target), recs(&source), "partition {p}: every record once, keys, values, headers and times");
+        assert_eq!(
+            records_of(&target, p),
+            records_of(&source, p),
+            "partition {p}: every record once, keys, values, headers and times"
+        );
     }
 }
 
@@ -255,9 +274,7 @@ async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str) -> (Replays, Str
         let p = p as i32;
         // Keys, values, headers and timestamps (0 included): every record once, and again only
         // a replay of the last batches before the kill.
-        let recs =
-            |all: &BTreeMap<i32, Vec<(i64, Rec)>>| -> Vec<Rec> { all[&p].iter().map(|(_, r)| r.clone()).collect() };
-        let (from, to) = (recs(&source), recs(&target));
+        let (from, to) = (records_of(&source, p), records_of(&target, p));
         assert_eq!(from.len(), 1_260 + 2_400, "{name}: the source holds what was produced");
         let repeated = replayed(&from, &to).unwrap_or_else(|| {
             panic!("{name}: the target holds {} records, not the source's {} with one replay at the kill; logs: {first_logs}\n{logs}", to.len(), from.len())
@@ -265,13 +282,9 @@ async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str) -> (Replays, Str
         assert!(to.iter().filter(|r| r.timestamp == 0).count() >= 3, "{name}: timestamps of 0 kept");
 
         // The batches as stored: the same bytes after the producer fields, CRC and offsets.
-        let stored = |fetched: &BTreeMap<i32, Vec<strait_wire::Fetched>>| -> Vec<Batch> {
-            fetched[&p].iter().flat_map(|f| f.committed()).cloned().collect()
-        };
-        let (from, to) = (stored(&source_batches), stored(&target_batches));
+        let (from, to) = (committed(&source_batches, p), committed(&target_batches, p));
         assert!(from.len() > 20, "{name}: partition {p} has many batches ({})", from.len());
-        let payload = |bs: &[Batch]| -> Vec<Stored> { bs.iter().map(as_stored).collect() };
-        let batches_repeated = replayed(&payload(&from), &payload(&to)).unwrap_or_else(|| {
+        let batches_repeated = replayed(&stored(&from), &stored(&to)).unwrap_or_else(|| {
             panic!("{name}: the target's {} batches are not the source's {} as they are", to.len(), from.len())
         });
         assert!(to.iter().all(Batch::crc_matches), "{name}: every target batch intact");
