@@ -9,8 +9,10 @@
 //!
 //! - [`Connection`]: one broker connection, its API versions asked once (ApiVersions), its
 //!   requests pipelined.
-//! - [`Cluster`]: the leaders of the partitions asked for (Metadata) and `read_committed`
-//!   fetches of raw batches from them (Fetch), one request per leader, in a fetch session
+//! - [`Cluster`]: the leaders and topic ids of the partitions asked for (Metadata) and
+//!   `read_committed` fetches of raw batches from them (Fetch v13, topics named by id so a
+//!   recreated topic is never read at the old one's offsets, KIP-516), each leader on its own
+//!   (one that fails or is slow holds only its partitions, [`FetchRound`]), in a fetch session
 //!   (KIP-227) that names only the partitions whose position moved; a moved leader found anew, a
 //!   quota's throttle waited out, a diverged log named (KIP-320).
 //! - [`Cluster::list_offsets`]: a partition's log start, last stable offset, or the offset of a
@@ -36,6 +38,8 @@ pub mod batch;
 mod cluster;
 mod conn;
 mod error;
+mod fetch;
+mod fetched;
 mod log_dirs;
 mod offsets;
 mod produce;
@@ -46,16 +50,21 @@ mod session;
 mod transaction;
 
 pub use batch::Batch;
-pub use cluster::{Aborted, Cluster, Diverging, FetchAt, Fetched, Leader};
+pub use cluster::{Cluster, Leader};
 pub use conn::{Answer, ClientOptions, Connection};
 pub use error::WireError;
+pub use fetch::FetchRound;
+pub use fetched::{Aborted, Diverging, FetchAt, Fetched};
 /// A broker's error code, as Kafka names it (a partition's fetch or offset error).
 pub use kafka_protocol::ResponseError;
 pub use offsets::{Listed, OffsetSpec};
 pub use produce::{Appended, Outgoing, Producer, MAX_IN_FLIGHT};
 pub use security::{Mechanism, Security, SettingError};
+/// A topic's id (KIP-516), as Metadata and Fetch v13+ carry it.
+pub use uuid::Uuid;
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
@@ -63,14 +72,25 @@ use kafka_protocol::protocol::StrBytes;
 /// `items` grouped by their topic, topics in the order first seen and each topic's items in the
 /// order given: the shape of every request that names topics, then their partitions.
 pub(crate) fn by_topic<'a, T>(items: impl IntoIterator<Item = (&'a str, T)>) -> Vec<(TopicName, Vec<T>)> {
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    let mut topics: Vec<(TopicName, Vec<T>)> = Vec::new();
-    for (topic, item) in items {
-        let at = *index.entry(topic).or_insert_with(|| {
-            topics.push((TopicName(StrBytes::from_string(topic.to_string())), Vec::new()));
-            topics.len() - 1
+    grouped(items).into_iter().map(|(topic, items)| (topic_name(topic), items)).collect()
+}
+
+/// `items` grouped by their key, keys in the order first seen and each key's items in the order
+/// given.
+pub(crate) fn grouped<K: Eq + Hash + Copy, T>(items: impl IntoIterator<Item = (K, T)>) -> Vec<(K, Vec<T>)> {
+    let mut index: HashMap<K, usize> = HashMap::new();
+    let mut groups: Vec<(K, Vec<T>)> = Vec::new();
+    for (key, item) in items {
+        let at = *index.entry(key).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
         });
-        topics[at].1.push(item);
+        groups[at].1.push(item);
     }
-    topics
+    groups
+}
+
+/// `topic` as a request names it.
+pub(crate) fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
 }

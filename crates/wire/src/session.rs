@@ -6,9 +6,14 @@
 use std::collections::HashMap;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
-use kafka_protocol::messages::FetchRequest;
+use kafka_protocol::messages::{FetchRequest, TopicName};
+use uuid::Uuid;
 
-use crate::{by_topic, FetchAt};
+use crate::{grouped, topic_name, FetchAt};
+
+/// A partition of a session: its topic's id (nil when asked by name), name and index. A topic
+/// created again under its name is another partition to the broker (Fetch v13+).
+type Key = (Uuid, String, i32);
 
 /// What a session holds of a partition, as last sent: the fetch offset, the leader epoch, the last
 /// fetched epoch and the byte limit.
@@ -21,13 +26,29 @@ pub(crate) struct Session {
     id: i32,
     /// The epoch of the next incremental fetch: 1 after the full one, then one more each answer.
     epoch: i32,
-    sent: HashMap<(String, i32), Sent>,
+    sent: HashMap<Key, Sent>,
 }
 
 /// A fetch request made from a session, and what the session holds once it is answered.
 pub(crate) struct Asked {
     pub(crate) request: FetchRequest,
-    sent: HashMap<(String, i32), Sent>,
+    sent: HashMap<Key, Sent>,
+}
+
+impl Asked {
+    /// The name of the topic asked under `id` (or by name when `id` is nil and `name` given),
+    /// and the offset the session holds for its `partition` once this is answered.
+    pub(crate) fn asked(&self, id: Uuid, name: &str, partition: i32) -> Option<(&str, i64)> {
+        self.sent
+            .iter()
+            .find(|((i, n, p), _)| *p == partition && if id.is_nil() { n == name } else { *i == id })
+            .map(|((_, n, _), (offset, ..))| (n.as_str(), *offset))
+    }
+
+    /// The names of the topics the session holds once this is answered.
+    pub(crate) fn topics(&self) -> impl Iterator<Item = String> + '_ {
+        self.sent.keys().map(|(_, name, _)| name.clone())
+    }
 }
 
 impl Session {
@@ -35,39 +56,40 @@ impl Session {
     /// this session: all of them when none is open; else only those new or changed since the
     /// last answer, and the ones no longer wanted forgotten.
     pub(crate) fn ask(&self, base: FetchRequest, wanted: &[(&FetchAt, i32)], partition_max_bytes: i32) -> Asked {
-        let sent: HashMap<(String, i32), Sent> = wanted
+        let key = |a: &FetchAt| (a.topic_id, a.topic.clone(), a.partition);
+        let sent: HashMap<Key, Sent> = wanted
             .iter()
-            .map(|(a, epoch)| {
-                ((a.topic.clone(), a.partition), (a.offset, *epoch, a.last_fetched_epoch, partition_max_bytes))
-            })
+            .map(|(a, epoch)| (key(a), (a.offset, *epoch, a.last_fetched_epoch, partition_max_bytes)))
             .collect();
-        let named = wanted.iter().filter(|(a, _)| {
-            let key = (a.topic.clone(), a.partition);
-            self.id == 0 || self.sent.get(&key) != sent.get(&key)
-        });
-        let topics = by_topic(named.map(|(a, epoch)| {
+        let named = wanted.iter().filter(|(a, _)| self.id == 0 || self.sent.get(&key(a)) != sent.get(&key(a)));
+        let topics = by_topic_id(named.map(|(a, epoch)| {
             let partition = FetchPartition::default()
                 .with_partition(a.partition)
                 .with_current_leader_epoch(*epoch)
                 .with_last_fetched_epoch(a.last_fetched_epoch)
                 .with_fetch_offset(a.offset)
                 .with_partition_max_bytes(partition_max_bytes);
-            (a.topic.as_str(), partition)
+            ((a.topic_id, a.topic.as_str()), partition)
         }));
         let forgotten = match self.id {
             0 => Vec::new(),
-            _ => by_topic(self.sent.keys().filter(|k| !sent.contains_key(*k)).map(|(t, p)| (t.as_str(), *p))),
+            _ => {
+                by_topic_id(self.sent.keys().filter(|k| !sent.contains_key(*k)).map(|(i, t, p)| ((*i, t.as_str()), *p)))
+            }
         };
         let request = base
             .with_session_id(self.id)
             .with_session_epoch(if self.id == 0 { 0 } else { self.epoch })
             .with_topics(
-                topics.into_iter().map(|(t, ps)| FetchTopic::default().with_topic(t).with_partitions(ps)).collect(),
+                topics
+                    .into_iter()
+                    .map(|((id, t), ps)| FetchTopic::default().with_topic(t).with_topic_id(id).with_partitions(ps))
+                    .collect(),
             )
             .with_forgotten_topics_data(
                 forgotten
                     .into_iter()
-                    .map(|(t, ps)| ForgottenTopic::default().with_topic(t).with_partitions(ps))
+                    .map(|((id, t), ps)| ForgottenTopic::default().with_topic(t).with_topic_id(id).with_partitions(ps))
                     .collect(),
             );
         Asked { request, sent }
@@ -96,6 +118,12 @@ impl Session {
     }
 }
 
+/// `items` grouped by topic id and name, as [`crate::by_topic`] groups by name: a name whose id
+/// changed is forgotten under the old id and named under the new one, two topics to the broker.
+fn by_topic_id<'a, T>(items: impl IntoIterator<Item = ((Uuid, &'a str), T)>) -> Vec<((Uuid, TopicName), Vec<T>)> {
+    grouped(items).into_iter().map(|((id, name), items)| ((id, topic_name(name)), items)).collect()
+}
+
 /// The epoch after `epoch`, wrapping past `i32::MAX` to 1 (0 opens a session, -1 closes one).
 fn next_epoch(epoch: i32) -> i32 {
     if epoch == i32::MAX {
@@ -110,7 +138,7 @@ mod tests {
     use super::*;
 
     fn at(partition: i32, offset: i64) -> FetchAt {
-        FetchAt { topic: "t".into(), partition, offset, last_fetched_epoch: -1 }
+        FetchAt { topic: "t".into(), topic_id: Uuid::nil(), partition, offset, last_fetched_epoch: -1 }
     }
 
     fn named(asked: &Asked) -> Vec<(i32, i64)> {
@@ -144,6 +172,30 @@ mod tests {
         assert_eq!(named(&full).len(), 2);
         session.answered(full, 0);
         assert_eq!(session.ask(FetchRequest::default(), &[(&a, 6)], 100).request.session_epoch, 0, "no session opened");
+    }
+
+    #[test]
+    fn a_topic_read_under_a_new_id_is_forgotten_under_the_old_one_and_named_under_the_new() {
+        let (old, new) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let mut session = Session::default();
+        let (p0, p1) = (FetchAt { topic_id: old, ..at(0, 10) }, FetchAt { topic_id: old, ..at(1, 10) });
+        let first = session.ask(FetchRequest::default(), &[(&p0, 5), (&p1, 5)], 100);
+        assert_eq!(first.request.topics.iter().map(|t| t.topic_id).collect::<Vec<_>>(), [old]);
+        session.answered(first, 9);
+        let p0_new = FetchAt { topic_id: new, ..at(0, 0) };
+        let next = session.ask(FetchRequest::default(), &[(&p0_new, 5), (&p1, 5)], 100);
+        let topics: Vec<(Uuid, Vec<i32>)> = next
+            .request
+            .topics
+            .iter()
+            .map(|t| (t.topic_id, t.partitions.iter().map(|p| p.partition).collect()))
+            .collect();
+        assert_eq!(topics, [(new, vec![0])]);
+        let forgotten: Vec<(Uuid, Vec<i32>)> =
+            next.request.forgotten_topics_data.iter().map(|t| (t.topic_id, t.partitions.clone())).collect();
+        assert_eq!(forgotten, [(old, vec![0])]);
+        assert_eq!(next.asked(new, "t", 0), Some(("t", 0)));
+        assert_eq!(next.asked(old, "t", 1), Some(("t", 10)), "held by the session, not named again");
     }
 
     #[test]

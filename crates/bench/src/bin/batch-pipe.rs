@@ -53,13 +53,19 @@ async fn main() {
             .iter()
             .map(|((topic, partition), (offset, epoch))| FetchAt {
                 topic: topic.clone(),
+                topic_id: Default::default(),
                 partition: *partition,
                 offset: *offset,
                 last_fetched_epoch: *epoch,
             })
             .collect();
         let fetched = match from.fetch(&at, Duration::from_millis(500), PARTITION_MAX_BYTES).await {
-            Ok(fetched) => fetched,
+            Ok(round) => {
+                for (broker, e) in round.brokers.iter().filter_map(|(b, r)| Some((b, r.as_ref().err()?))) {
+                    eprintln!("fetch from broker {broker} failed, again: {e}");
+                }
+                round.fetched
+            }
             Err(e) => {
                 eprintln!("fetch failed, again: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;

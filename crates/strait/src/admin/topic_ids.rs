@@ -14,11 +14,23 @@ use rdkafka::error::KafkaError;
 
 use super::ffi::{admin_result, string, Owned};
 
-/// A topic's id as Kafka prints it (`kafka-topics.sh --describe`): its 16 bytes in URL-safe
-/// base64 without padding (22 characters).
+/// A topic's id as librdkafka prints it: its 16 bytes in base64 without padding (22
+/// characters; the standard alphabet, where `kafka-topics.sh --describe` prints the URL-safe one).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct TopicId(pub String);
+
+impl TopicId {
+    /// Its 16 bytes, as the wire carries them (Metadata, Fetch v13+); `None` when it is not a
+    /// base64 form of 16 bytes. Either alphabet: Kafka prints the URL-safe one, librdkafka
+    /// (whose ids Strait saves) the standard one.
+    pub fn uuid(&self) -> Option<strait_wire::Uuid> {
+        use base64::Engine;
+        let url_safe = self.0.replace('+', "-").replace('/', "_");
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(url_safe).ok()?;
+        strait_wire::Uuid::from_slice(&bytes).ok()
+    }
+}
 
 impl std::fmt::Display for TopicId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -86,4 +98,19 @@ pub fn topic_ids<C: ClientContext>(
         }
     }
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_as_kafka_prints_it_gives_its_16_bytes() {
+        let id = TopicId("Dm5aXb3nQ9-tH9t1jq4b1Q".into());
+        assert_eq!(id.uuid().map(|u| u.simple().to_string()), Some("0e6e5a5dbde743dfad1fdb758eae1bd5".into()));
+        let librdkafka = TopicId("Dm5aXb3nQ9+tH9t1jq4b1Q".into());
+        assert_eq!(librdkafka.uuid(), id.uuid(), "librdkafka's standard alphabet");
+        assert_eq!(TopicId("not an id".into()).uuid(), None);
+        assert_eq!(TopicId("AAAA".into()).uuid(), None, "3 bytes, not 16");
+    }
 }

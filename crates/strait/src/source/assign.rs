@@ -1,4 +1,5 @@
-//! Assigning the partitions a topic listing brings: the facts the resume decision needs are read
+//! Listing the source's topics (off the poll path, every `refresh_topics_interval_ms`) and
+//! assigning the partitions a listing brings: the facts the resume decision needs are read
 //! from the source ([`resume::checks`]), the decision made ([`resume::decide`]), its report
 //! logged ([`super::report`]) and the partitions assigned where it says.
 
@@ -8,15 +9,64 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectResult};
+use tokio::task::JoinHandle;
 
 use super::{report, KafkaSource, Listed, CONSUMER_SETTINGS};
+use crate::admin::{topic_ids, TopicId};
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Skip;
-use crate::kafka::{blocking, watermarks, METADATA_TIMEOUT};
+use crate::kafka::{blocking, joined, topic_partition_counts, watermarks, METADATA_TIMEOUT};
 use crate::resume::{self, Partition, Read, Rules, Start, TimestampCheck};
 use crate::slots::slot_of;
 
 impl KafkaSource {
+    /// Lists the source's topics and assigns partitions not yet assigned. Returns the selected
+    /// topic names.
+    pub(super) async fn refresh(&mut self) -> ConnectResult<BTreeSet<String>> {
+        let listed = joined(self.list_topics()).await;
+        self.assign_listed(listed).await
+    }
+
+    /// Starts listing the source's topics on a blocking thread; the next refresh is due one
+    /// `refresh_topics_interval_ms` from now.
+    pub(super) fn list_topics(&mut self) -> JoinHandle<Listed> {
+        self.next_refresh = Instant::now() + self.flow.reading.refresh_topics_interval;
+        let (reader, flow) = (self.reader.clone(), self.flow.clone());
+        tokio::task::spawn_blocking(move || {
+            let client = reader.consumer().client();
+            let topics = topic_partition_counts(client, METADATA_TIMEOUT)?;
+            let replicated: Vec<String> =
+                topics.iter().filter(|(t, _)| flow.not_replicated(t).is_none()).map(|(t, _)| t.clone()).collect();
+            // Without ids (an old broker, a failed request) recreated topics are still found at
+            // start by the timestamp check, not while running.
+            let mut ids = topic_ids(client, &replicated, METADATA_TIMEOUT).unwrap_or_else(|e| {
+                tracing::warn!(flow = %flow.name, error = %e, "topic ids of the source unknown at this refresh");
+                HashMap::new()
+            });
+            Ok(topics
+                .into_iter()
+                .map(|(t, n)| {
+                    let id = ids.remove(&t);
+                    (t, n, id)
+                })
+                .collect())
+        })
+    }
+
+    /// Starts listing the source's topics in the background when a refresh is due, and applies
+    /// the list once it arrived. A source that cannot be listed right now keeps replicating what
+    /// it has (logged; tried again at the next refresh).
+    pub(super) async fn refresh_in_background(&mut self) {
+        if self.listing.is_none() && Instant::now() >= self.next_refresh {
+            self.listing = Some(self.list_topics());
+        }
+        let Some(listing) = self.listing.take_if(|l| l.is_finished()) else { return };
+        let listed = joined(listing).await;
+        if let Err(e) = self.assign_listed(listed).await {
+            tracing::warn!(flow = %self.flow.name, error = %e, "topic refresh failed; will retry");
+        }
+    }
+
     /// Assigns the partitions of `listed` (each topic with its partition count and id) not yet
     /// assigned, each where [`resume::decide`] says, and takes off the consumer the partitions of
     /// a topic whose id changed (deleted and created again: [`Self::begin_recreation`]). Returns
@@ -95,7 +145,7 @@ impl KafkaSource {
         }
         tracing::info!(flow = %self.flow.name, partitions = new.count(), "assigning new source partitions");
         match &self.batches {
-            Some(batches) => batches.assign(&new)?,
+            Some(batches) => batches.assign(&new, |topic| ids.get(topic).and_then(TopicId::uuid))?,
             None => {
                 let route = |e| ConnectError::backend("route source partitions to the slot", e);
                 self.reader.route(&new).map_err(route)?;

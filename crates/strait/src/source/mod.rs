@@ -14,11 +14,12 @@
 mod assign;
 mod batches;
 mod records;
+mod recreate;
 mod recreation;
 mod report;
 mod throttle;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,12 +31,12 @@ use rdkafka::{Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Source, SourceOffset};
 use tokio::task::JoinHandle;
 
-use crate::admin::{topic_ids, TopicId};
+use crate::admin::TopicId;
 use crate::client_log::ClientLog;
 use crate::config::CopyKind;
 use crate::config::Flow;
 use crate::consume::{SharedConsumer, SourceReader};
-use crate::kafka::{blocking, connect_error, joined, topic_partition_counts, METADATA_TIMEOUT};
+use crate::kafka::{blocking, connect_error};
 use crate::metrics::metrics;
 use crate::positions::TopicIds;
 use crate::record::ReplicatedRecord;
@@ -220,129 +221,6 @@ impl KafkaSource {
         }
         highest.into_iter().map(|(t, p)| (t.to_string(), p)).collect()
     }
-
-    /// Lists the source's topics and assigns partitions not yet assigned. Returns the selected
-    /// topic names.
-    async fn refresh(&mut self) -> ConnectResult<BTreeSet<String>> {
-        let listed = joined(self.list_topics()).await;
-        self.assign_listed(listed).await
-    }
-
-    /// Starts listing the source's topics on a blocking thread; the next refresh is due one
-    /// `refresh_topics_interval_ms` from now.
-    fn list_topics(&mut self) -> JoinHandle<Listed> {
-        self.next_refresh = Instant::now() + self.flow.reading.refresh_topics_interval;
-        let (reader, flow) = (self.reader.clone(), self.flow.clone());
-        tokio::task::spawn_blocking(move || {
-            let client = reader.consumer().client();
-            let topics = topic_partition_counts(client, METADATA_TIMEOUT)?;
-            let replicated: Vec<String> =
-                topics.iter().filter(|(t, _)| flow.not_replicated(t).is_none()).map(|(t, _)| t.clone()).collect();
-            // Without ids (an old broker, a failed request) recreated topics are still found at
-            // start by the timestamp check, not while running.
-            let mut ids = topic_ids(client, &replicated, METADATA_TIMEOUT).unwrap_or_else(|e| {
-                tracing::warn!(flow = %flow.name, error = %e, "topic ids of the source unknown at this refresh");
-                HashMap::new()
-            });
-            Ok(topics
-                .into_iter()
-                .map(|(t, n)| {
-                    let id = ids.remove(&t);
-                    (t, n, id)
-                })
-                .collect())
-        })
-    }
-
-    /// Starts listing the source's topics in the background when a refresh is due, and applies
-    /// the list once it arrived. A source that cannot be listed right now keeps replicating what
-    /// it has (logged; tried again at the next refresh).
-    async fn refresh_in_background(&mut self) {
-        if self.listing.is_none() && Instant::now() >= self.next_refresh {
-            self.listing = Some(self.list_topics());
-        }
-        let Some(listing) = self.listing.take_if(|l| l.is_finished()) else { return };
-        let listed = joined(listing).await;
-        if let Err(e) = self.assign_listed(listed).await {
-            tracing::warn!(flow = %self.flow.name, error = %e, "topic refresh failed; will retry");
-        }
-    }
-
-    /// `topic` has a new id: it was deleted and created again while this source read it, and its
-    /// assigned partitions may already be reading the new topic at the old topic's offsets,
-    /// skipping its first records. They are taken off the consumer at once; once every record of
-    /// them already read is committed (their positions saved with the old id,
-    /// [`Self::finish_recreations`]) the new topic is assigned from its log start. Logged at warn
-    /// with both ids and the lag of the old topic at the last reading (its records never copied),
-    /// and counted in `strait_source_topics_recreated_total`. Errors: the partitions cannot be
-    /// unassigned.
-    async fn begin_recreation(&mut self, topic: &str, old: TopicId, new: TopicId) -> ConnectResult<()> {
-        let partitions: Vec<i32> = self.assigned.iter().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
-        let mut tpl = TopicPartitionList::new();
-        for p in &partitions {
-            tpl.add_partition(topic, *p);
-        }
-        // The position is the offset after the last record handed to Strait, which reads nothing
-        // of these partitions once they are unassigned.
-        let read: HashMap<i32, i64> = match &self.batches {
-            Some(batches) => batches.unassign(topic, &partitions),
-            None => {
-                let consumer = self.reader.consumer().clone();
-                let read = blocking(move || {
-                    let read = consumer.position()?;
-                    consumer.incremental_unassign(&tpl)?;
-                    Ok::<_, KafkaError>(read)
-                })
-                .await
-                .map_err(|e| ConnectError::backend(format!("unassign the partitions of recreated topic {topic}"), e))?;
-                let at = |p: &i32| match read.find_partition(topic, *p).map(|e| e.offset()) {
-                    Some(Offset::Offset(next)) => Some((*p, next)),
-                    _ => None,
-                };
-                partitions.iter().filter_map(at).collect()
-            }
-        };
-        let name = self.names.get(topic);
-        let (flow, source, target) = (&self.flow.name, &self.flow.source.alias, &self.flow.target.alias);
-        let mut uncommitted = HashMap::new();
-        let mut unreplicated = 0;
-        for p in partitions {
-            let committed = match self.resume.remove(&(name.clone(), p)) {
-                Some(Offset::Offset(o)) => o,
-                _ => -1,
-            };
-            if let Some(&next) = read.get(&p) {
-                if next > committed {
-                    uncommitted.insert(p, next);
-                }
-            }
-            // Per-topic series (no per-partition ones) hold the topic's sum in each partition's.
-            if metrics().per_partition() || unreplicated == 0 {
-                unreplicated += metrics().lag(source, target, topic, p).get().max(0);
-            }
-            self.assigned.remove(&(topic.to_string(), p));
-            self.unsaved_starts.remove(&(name.clone(), p));
-        }
-        tracing::warn!(
-            flow = %flow, topic, old_topic_id = %old, new_topic_id = %new, unreplicated_at_last_lag_reading = unreplicated,
-            "the source topic was deleted and created again: replicating the new topic from its log start once the records read from the old one are committed; the old topic's records not yet replicated when it was deleted (its lag at the last reading) are lost"
-        );
-        metrics().topic_recreated(source, target, topic).inc();
-        self.recreations.begin(topic, new, uncommitted);
-        self.finish_recreations();
-        Ok(())
-    }
-
-    /// Puts the new id of each recreated topic whose old records are all committed in force, and
-    /// lists the source at once so its partitions are assigned from the log start.
-    fn finish_recreations(&mut self) {
-        for (topic, id) in self.recreations.take_drained() {
-            tracing::info!(flow = %self.flow.name, topic, topic_id = %id, "the recreated topic's partitions are assigned again, from its log start");
-            let name = self.names.get(&topic);
-            self.ids.set(&name, id);
-            self.next_refresh = Instant::now();
-        }
-    }
 }
 
 #[async_trait]
@@ -360,6 +238,11 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         }
         if self.recreations.any_draining() {
             self.finish_recreations();
+        }
+        // A leader no longer knows the id a partition is read under: list the source now, so a
+        // topic created again is taken from its start without waiting for the next refresh.
+        if self.batches.as_ref().is_some_and(BatchReader::take_topic_gone) {
+            self.next_refresh = self.next_refresh.min(Instant::now());
         }
         let (mut timeout, mut max_bytes) = (timeout, max_bytes);
         if let Some((throttle, waited)) = &self.throttle {
@@ -448,7 +331,7 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
                 .map_err(|e| ConnectError::offset(format!("rewind {topic} partition {partition}"), e))?;
         }
         if let Some(batches) = &self.batches {
-            return batches.assign(&tpl);
+            return batches.assign(&tpl, |topic| self.ids.get(topic).and_then(|id| id.uuid()));
         }
         let reader = self.reader.clone();
         blocking(move || {

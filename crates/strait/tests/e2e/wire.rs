@@ -60,9 +60,15 @@ pub(crate) async fn fetch_all(
         assert!(Instant::now() < deadline, "{topic}: not fetched to the end in 60 s, at {next:?}");
         let at: Vec<FetchAt> = next
             .iter()
-            .map(|(p, o)| FetchAt { topic: topic.to_string(), partition: *p, offset: *o, last_fetched_epoch: -1 })
+            .map(|(p, o)| FetchAt {
+                topic: topic.to_string(),
+                topic_id: Default::default(),
+                partition: *p,
+                offset: *o,
+                last_fetched_epoch: -1,
+            })
             .collect();
-        for f in cluster.fetch(&at, Duration::from_millis(200), partition_max_bytes).await.expect("fetch") {
+        for f in cluster.fetch(&at, Duration::from_millis(200), partition_max_bytes).await.expect("fetch").fetched {
             assert_eq!(f.error, None, "{topic}/{}", f.partition);
             let p = f.partition;
             if let Some(last) = f.batches.last() {
@@ -296,9 +302,15 @@ async fn a_fetch_session_answers_only_partitions_with_news_and_starts_over_when_
     let fetch = async |cluster: &mut Cluster, next: &mut BTreeMap<i32, i64>, wait_ms: u64| {
         let at: Vec<FetchAt> = next
             .iter()
-            .map(|(p, o)| FetchAt { topic: topic.clone(), partition: *p, offset: *o, last_fetched_epoch: -1 })
+            .map(|(p, o)| FetchAt {
+                topic: topic.clone(),
+                topic_id: Default::default(),
+                partition: *p,
+                offset: *o,
+                last_fetched_epoch: -1,
+            })
             .collect();
-        let fetched = cluster.fetch(&at, Duration::from_millis(wait_ms), 1 << 20).await.expect("fetch");
+        let fetched = cluster.fetch(&at, Duration::from_millis(wait_ms), 1 << 20).await.expect("fetch").fetched;
         for f in &fetched {
             assert_eq!(f.error, None, "{topic}/{}", f.partition);
             if let Some(last) = f.batches.last() {
@@ -344,7 +356,8 @@ async fn a_fetch_session_answers_only_partitions_with_news_and_starts_over_when_
         .with_session_id(id)
         .with_session_epoch(epoch)
         .with_isolation_level(1);
-    let answer = thief.call(&stolen, 12).await.unwrap();
+    // At the session's version: a session opened by topic ids (Fetch v13) refuses one by names.
+    let answer = thief.call(&stolen, 13).await.unwrap();
     assert_eq!((answer.error_code, answer.session_id), (0, id), "the other client's fetch took the epoch");
     let refused = fetch(&mut cluster, &mut next, 100).await;
     assert!(refused.is_empty() && cluster.session(broker).is_none(), "the refused epoch reset the session");

@@ -55,8 +55,14 @@ async fn offsets_are_listed_at_the_start_the_stable_end_and_a_time_and_a_fetch_b
     front.add_partition_offset(&topic, 0, Offset::Offset(120)).unwrap();
     admin(&a).delete_records(&front, &AdminOptions::new()).await.expect("delete records");
     assert_eq!(offset(&mut cluster, OffsetSpec::Earliest).await, Ok(120));
-    let below = [FetchAt { topic: topic.clone(), partition: 0, offset: 10, last_fetched_epoch: -1 }];
-    let fetched = cluster.fetch(&below, Duration::from_millis(100), 1 << 20).await.expect("fetch");
+    let below = [FetchAt {
+        topic: topic.clone(),
+        topic_id: Default::default(),
+        partition: 0,
+        offset: 10,
+        last_fetched_epoch: -1,
+    }];
+    let fetched = cluster.fetch(&below, Duration::from_millis(100), 1 << 20).await.expect("fetch").fetched;
     assert_eq!(fetched.len(), 1);
     assert_eq!(fetched[0].error, Some(ResponseError::OffsetOutOfRange));
     assert!(fetched[0].batches.is_empty());

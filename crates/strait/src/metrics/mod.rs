@@ -57,6 +57,15 @@ pub struct TopicLabels {
     pub topic: String,
 }
 
+/// Labels of a per-broker metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BrokerLabels {
+    /// Cluster alias.
+    pub cluster: String,
+    /// Broker id (`node.id`).
+    pub broker: String,
+}
+
 /// Labels of a per-group metric (MM2's `MirrorCheckpointConnector` beans: `group`, `topic`,
 /// `partition`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -103,6 +112,7 @@ pub struct Metrics {
     checkpoints: Family<FlowLabels, Counter>,
     group_offset_syncs: Family<FlowLabels, Counter>,
     checkpoint_latency: Family<GroupLabels, Gauge>,
+    broker_outages: Family<BrokerLabels, Counter>,
     /// Per-partition series, or one per topic (`partition=""`).
     per_partition: AtomicBool,
     /// Flow name → (running, target answers), for `/ready`.
@@ -176,6 +186,7 @@ impl Metrics {
             checkpoints: Family::default(),
             group_offset_syncs: Family::default(),
             checkpoint_latency: Family::default(),
+            broker_outages: Family::default(),
             per_partition: AtomicBool::new(true),
             flows: Mutex::default(),
         };
@@ -232,6 +243,11 @@ impl Metrics {
             "strait_group_offset_syncs",
             "Translated offsets committed into target consumer groups (partitions)",
             m.group_offset_syncs.clone(),
+        );
+        r.register(
+            "strait_broker_outages",
+            "Times a broker stopped answering Strait's fetches while the cluster's other brokers were still asked (one per outage)",
+            m.broker_outages.clone(),
         );
         m
     }
@@ -328,6 +344,11 @@ impl Metrics {
         self.throttled_ms.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
     }
 
+    /// The counter of the outages of broker `broker` of cluster `cluster` (`strait_broker_outages_total`).
+    pub fn broker_outages(&self, cluster: &str, broker: i32) -> Counter {
+        self.broker_outages.get_or_create(&BrokerLabels { cluster: cluster.into(), broker: broker.to_string() }).clone()
+    }
+
     /// The counter of topic ACL bindings the flow created on its target (`strait_acls_synced_total`).
     pub fn acls_synced(&self, source: &str, target: &str) -> Counter {
         self.acls_synced.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
@@ -363,38 +384,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every metric the Grafana dashboard in `deploy/` queries is one Strait exports.
-    #[test]
-    fn the_dashboard_queries_only_exported_metrics() {
-        let m = Metrics::new();
-        // A family is encoded once it has a series.
-        m.partition("a", "b", "t", 0).latency.observe(1.0);
-        m.lag("a", "b", "t", 0).set(0);
-        m.residency_dropped("a", "b", "t").inc();
-        m.loop_guard_dropped("a", "b").inc();
-        m.checkpoints("a", "b").inc();
-        m.group_offset_syncs("a", "b").inc();
-        m.checkpoint_latency(("a", "b"), "g", "a.t", 0, 1);
-        m.set_flow_up("a->b", "a", "b", true);
-        let exported = m.encode();
-        let dashboard: serde_json::Value =
-            serde_json::from_str(include_str!("../../../deploy/grafana-dashboard.json")).expect("dashboard JSON");
-        let mut queried = Vec::new();
-        for panel in dashboard["panels"].as_array().expect("panels") {
-            for target in panel["targets"].as_array().expect("targets") {
-                let expr = target["expr"].as_str().expect("expr");
-                let names =
-                    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("strait_"));
-                queried
-                    .extend(names.map(|n| ["_bucket", "_total"].iter().fold(n, |n, s| n.strip_suffix(s).unwrap_or(n))));
-            }
-        }
-        assert!(queried.len() >= 10, "{queried:?}");
-        for family in queried {
-            assert!(exported.contains(&format!("# TYPE {family} ")), "the dashboard queries {family}: not exported");
-        }
-    }
-}
+mod tests;
