@@ -24,6 +24,7 @@ use strait_testkit::multi::{self, Control};
 use crate::support::*;
 
 mod batches;
+mod one_broker_down;
 mod watermarks;
 
 const PARTITIONS: i32 = 3;
