@@ -237,6 +237,12 @@ pub fn replicable(mut explicit: TopicConfigs, exclude: &[Regex]) -> TopicConfigs
     explicit
 }
 
+/// The configs of `wanted` (a source topic's [`replicable`] configs) that `current` (its target
+/// topic's explicit configs) lacks or holds with another value, to set on the target topic.
+pub fn config_changes(wanted: TopicConfigs, current: &TopicConfigs) -> Vec<(String, String)> {
+    wanted.into_iter().filter(|(k, v)| current.get(k) != Some(v)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

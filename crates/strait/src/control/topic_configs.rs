@@ -4,7 +4,9 @@
 //! target topic with IncrementalAlterConfigs. Only differing values are sent; configs set only on
 //! the target are left alone, and a config removed on the source keeps its target value (MM2
 //! does the same). Target topics not yet created are left to the sink, which creates them with
-//! the same configs.
+//! the same configs; the sink also syncs a target topic that already exists before its first
+//! write of the run (`sink::topics`), so a limit such as `max.message.bytes` is raised before a
+//! batch meets it.
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use rdkafka::error::KafkaError;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::{replicable, Admin};
+use crate::admin::{config_changes, replicable, Admin};
 use crate::config::Flow;
 
 /// Syncs `flow`'s topic configs every interval until `cancel`; a failed round is logged and
@@ -46,10 +48,7 @@ async fn sync(flow: &Flow, source: &Admin, target: &Admin) -> Result<(), KafkaEr
     let mut on_target = target.explicit_configs(&existing).await?;
     for (topic, remote) in topics.iter().zip(&remotes) {
         let (Some(wanted), Some(current)) = (on_source.remove(topic), on_target.remove(remote)) else { continue };
-        let changes: Vec<(String, String)> = replicable(wanted, &flow.topic_configs.sync_topic_configs_exclude)
-            .into_iter()
-            .filter(|(k, v)| current.get(k) != Some(v))
-            .collect();
+        let changes = config_changes(replicable(wanted, &flow.topic_configs.sync_topic_configs_exclude), &current);
         if changes.is_empty() {
             continue;
         }

@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use strait_connect::{ConnectError, ConnectResult};
 
 use super::service::DataProducer;
-use crate::admin::{Admin, ADMIN_TIMEOUT};
+use crate::admin::{config_changes, Admin, ADMIN_TIMEOUT};
 use crate::config::Flow;
 use crate::kafka::{await_producer_metadata, classify_start, StartFailure};
 use crate::metrics::metrics;
@@ -172,8 +172,8 @@ impl TopicRouter {
         }
     }
 
-    /// Creates or grows `target` to the source's partition count (at least `partition` + 1);
-    /// returns the count.
+    /// Creates or grows `target` to the source's partition count (at least `partition` + 1), and
+    /// syncs the configs of one that already existed ([`Self::sync_configs`]); returns the count.
     async fn ensure_target(&self, topic: &str, target: &str, partition: usize) -> ConnectResult<usize> {
         let fail =
             |what: &str, e| ConnectError::backend(format!("{what} (source topic {topic}, target topic {target})"), e);
@@ -184,7 +184,9 @@ impl TopicRouter {
             .map_err(|e| fail("describe source topic", e))?
             .map_or(0, |t| t.partitions)
             .max(partition + 1);
-        match self.target.describe(target).await.map_err(|e| fail("describe target topic", e))? {
+        let described = self.target.describe(target).await.map_err(|e| fail("describe target topic", e))?;
+        let sync_existing = described.is_some() && self.flow.topic_configs.interval().is_some();
+        match described {
             None => {
                 let configs: Vec<(String, String)> = self
                     .source
@@ -208,7 +210,36 @@ impl TopicRouter {
             }
             Some(_) => {}
         }
+        if sync_existing {
+            self.sync_configs(topic, target).await;
+        }
         Ok(source_partitions)
+    }
+
+    /// With topic config sync on, sets the source topic's configs that an existing `target`
+    /// topic lacks before the flow's first write to it (a pre-created target topic with a small
+    /// `max.message.bytes` would refuse the first large batch while the periodic sync had yet to
+    /// run). A failure is logged and left to the periodic sync, as its own failures are.
+    async fn sync_configs(&self, topic: &str, target: &str) {
+        let exclude = &self.flow.topic_configs.sync_topic_configs_exclude;
+        let changes = async {
+            let wanted = self.source.replicable_configs(topic, exclude).await?;
+            let current = self.target.explicit_configs(&[target.to_string()]).await?.remove(target).unwrap_or_default();
+            let changes = config_changes(wanted, &current);
+            if !changes.is_empty() {
+                self.target.set_configs(target, changes.clone()).await?;
+            }
+            Ok::<_, rdkafka::error::KafkaError>(changes)
+        };
+        match changes.await {
+            Ok(changes) if changes.is_empty() => {}
+            Ok(changes) => {
+                tracing::info!(flow = %self.flow.name, topic, target_topic = target, configs = ?changes, "synced topic configs before the first write")
+            }
+            Err(e) => {
+                tracing::warn!(flow = %self.flow.name, topic, target_topic = target, error = %e, "could not sync topic configs before the first write; the periodic sync tries again")
+            }
+        }
     }
 
     /// Records dropped by residency so far, per source topic.

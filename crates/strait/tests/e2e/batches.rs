@@ -2,8 +2,8 @@
 //! source's batches byte for byte (but for the producer's fields, CRC and offsets) in every
 //! codec, timestamps of 0 kept; the offset syncs map a source record to the same record on the
 //! target; a SIGKILL mid-stream loses nothing and writes again only the batches after the last
-//! saved position; source transactions are copied as a `read_committed` consumer reads them; a
-//! batch the target refuses stops the flow naming it.
+//! saved position; source transactions are copied as a `read_committed` consumer reads them.
+//! The target topic's limits: `batches_limits.rs`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -390,30 +390,6 @@ async fn fetch_uncommitted(bootstrap: &str, topic: &str) -> Vec<Vec<u8>> {
         }
     }
     values
-}
-
-/// A batch larger than the target topic accepts stops the flow, naming the partition and the
-/// batch's source offset, and nothing after it is written ahead of it.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_batch_the_target_refuses_stops_the_flow_naming_it() {
-    let f = TopicFlow::new("batchbig", 1).await;
-    create_topic(&f.b, &f.remote, 1, &[("max.message.bytes", "2000")]).await;
-    let small = |from: i32| (from..from + 5).map(|i| Rec::simple(0, &format!("small-{i}"))).collect::<Vec<_>>();
-    produce(&f.a, &f.topic, &small(0)).await;
-    let big: Vec<Rec> = (0..40).map(|i| Rec::simple(0, &format!("{i:0>200}"))).collect();
-    produce_with(&f.a, &f.topic, &big, &[("linger.ms", "100"), ("batch.size", "100000")]).await;
-    produce(&f.a, &f.topic, &small(5)).await;
-    let first_big =
-        read_all(&f.a, &f.topic, false)[&0].iter().find(|(_, r)| r.value.as_ref().unwrap().len() == 200).unwrap().0;
-
-    let strait = Strait::start(&f.p, &f.config("copy = \"batches\"\ncommit_interval_ms = 300"));
-    let logs = exits_with(strait, 1, Duration::from_secs(60)).await;
-    let named = format!("{}/0: the batch from source offset {first_big} was not produced", f.remote);
-    assert!(logs.contains(&named), "the error names the batch ({named}): {logs}");
-    let copied: Vec<Vec<u8>> =
-        read_all(&f.b, &f.remote, false)[&0].iter().filter_map(|(_, r)| r.value.clone()).collect();
-    let before: Vec<Vec<u8>> = small(0).into_iter().filter_map(|r| r.value).collect();
-    assert_eq!(copied, before, "the records before the refused batch, and none after it");
 }
 
 /// A compacted source topic once the log cleaner took records out of its batches: gaps between

@@ -6,6 +6,7 @@ mod support;
 mod acls;
 mod active_active;
 mod batches;
+mod batches_limits;
 mod checkpoints;
 mod crash;
 mod cutover;
