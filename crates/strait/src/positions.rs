@@ -79,24 +79,74 @@ pub fn encode(
 
 /// `flow`'s saved positions on `target` (the last record per key wins), read `read_committed`: a
 /// position written in an aborted or still open transaction is never used. Records that are not
-/// positions are ignored. Errors: the topic cannot be read.
+/// positions are ignored, and so are positions that cannot be true ([`load_checked`] names them).
+/// Errors: the topic cannot be read.
 pub async fn load(target: &ClusterConfig, flow: &str) -> Result<Positions, KafkaError> {
-    let mut positions = Positions::new();
-    for (_, key, value) in read_to_end(target, POSITIONS_TOPIC).await? {
-        let (Ok(k), Ok(v)) = (serde_json::from_slice::<Key>(&key), serde_json::from_slice::<Value>(&value)) else {
-            continue;
-        };
-        if k.flow == flow {
-            let saved = Saved {
-                next_offset: v.next_offset,
-                last_timestamp: v.last_timestamp,
-                last_downstream: v.last_downstream,
-                topic_id: v.topic_id,
-            };
-            positions.insert((k.topic, k.partition), saved);
+    Ok(load_checked(target, flow).await?.valid)
+}
+
+/// Why a saved position cannot be true.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalid {
+    /// The last record under the partition's key does not decode as a position.
+    Undecodable,
+    /// Its next offset is below zero.
+    Negative(i64),
+    /// Its next offset lies past the source partition's end (as the resume decision reads it).
+    PastEnd { next_offset: i64, end: i64 },
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Undecodable => f.write_str("the value does not decode as a position"),
+            Self::Negative(next) => write!(f, "next offset {next} is below zero"),
+            Self::PastEnd { next_offset, end } => {
+                write!(f, "next offset {next_offset} lies past the source partition's end {end}")
+            }
         }
     }
-    Ok(positions)
+}
+
+/// A flow's saved positions as [`load_checked`] reads them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Loaded {
+    /// The positions that decode and are not below zero.
+    pub valid: Positions,
+    /// The others: per partition, the offset of its last record in [`POSITIONS_TOPIC`] and why
+    /// it cannot be true.
+    pub invalid: HashMap<(String, i32), (i64, Invalid)>,
+}
+
+/// [`load`], keeping the positions that cannot be true apart: a partition whose last record's
+/// value does not decode, or holds a negative next offset. Errors: the topic cannot be read.
+pub async fn load_checked(target: &ClusterConfig, flow: &str) -> Result<Loaded, KafkaError> {
+    let mut loaded = Loaded::default();
+    for (offset, key, value) in read_to_end(target, POSITIONS_TOPIC).await? {
+        let Ok(k) = serde_json::from_slice::<Key>(&key) else { continue };
+        if k.flow != flow {
+            continue;
+        }
+        let tp = (k.topic, k.partition);
+        let invalid = match serde_json::from_slice::<Value>(&value) {
+            Ok(v) if v.next_offset >= 0 => {
+                let saved = Saved {
+                    next_offset: v.next_offset,
+                    last_timestamp: v.last_timestamp,
+                    last_downstream: v.last_downstream,
+                    topic_id: v.topic_id,
+                };
+                loaded.invalid.remove(&tp);
+                loaded.valid.insert(tp, saved);
+                continue;
+            }
+            Ok(v) => Invalid::Negative(v.next_offset),
+            Err(_) => Invalid::Undecodable,
+        };
+        loaded.valid.remove(&tp);
+        loaded.invalid.insert(tp, (offset, invalid));
+    }
+    Ok(loaded)
 }
 
 /// The id of each source topic whose records a flow's slot is copying: set by the source when it

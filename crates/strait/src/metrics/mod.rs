@@ -113,6 +113,7 @@ pub struct Metrics {
     group_offset_syncs: Family<FlowLabels, Counter>,
     checkpoint_latency: Family<GroupLabels, Gauge>,
     broker_outages: Family<BrokerLabels, Counter>,
+    invalid_positions: Family<TopicLabels, Counter>,
     /// Per-partition series, or one per topic (`partition=""`).
     per_partition: AtomicBool,
     /// Flow name → (running, target answers), for `/ready`.
@@ -187,6 +188,7 @@ impl Metrics {
             group_offset_syncs: Family::default(),
             checkpoint_latency: Family::default(),
             broker_outages: Family::default(),
+            invalid_positions: Family::default(),
             per_partition: AtomicBool::new(true),
             flows: Mutex::default(),
         };
@@ -248,6 +250,11 @@ impl Metrics {
             "strait_broker_outages",
             "Times a broker stopped answering Strait's fetches while the cluster's other brokers were still asked (one per outage)",
             m.broker_outages.clone(),
+        );
+        r.register(
+            "strait_invalid_positions",
+            "Saved positions found at start that cannot be true (undecodable, below zero, past the source's end): rebuilt from the last offset sync, or the flow stopped",
+            m.invalid_positions.clone(),
         );
         m
     }
@@ -347,6 +354,12 @@ impl Metrics {
     /// The counter of the outages of broker `broker` of cluster `cluster` (`strait_broker_outages_total`).
     pub fn broker_outages(&self, cluster: &str, broker: i32) -> Counter {
         self.broker_outages.get_or_create(&BrokerLabels { cluster: cluster.into(), broker: broker.to_string() }).clone()
+    }
+
+    /// The counter of saved positions of `topic` that could not be true (`strait_invalid_positions_total`).
+    pub fn invalid_positions(&self, source: &str, target: &str, topic: &str) -> Counter {
+        let labels = TopicLabels { source: source.into(), target: target.into(), topic: topic.into() };
+        self.invalid_positions.get_or_create(&labels).clone()
     }
 
     /// The counter of topic ACL bindings the flow created on its target (`strait_acls_synced_total`).

@@ -6,6 +6,7 @@
 //! to report. No I/O here: [`load`] reads what the target holds, [`crate::source`] reads the
 //! source (the partitions [`checks`] names), assigns the starts and logs the report.
 
+mod invalid;
 pub mod load;
 #[cfg(test)]
 mod tests;
@@ -14,7 +15,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::admin::TopicId;
 use crate::config::{OnSourceGap, StartFrom};
-use crate::positions::{Positions, Saved};
+use crate::positions::{Invalid, Positions, Saved};
+pub use invalid::{InvalidPosition, Rebuilt};
 
 /// A source partition: (topic, partition).
 pub type Partition = (String, i32);
@@ -32,11 +34,17 @@ pub struct Rules {
 /// previous owner is fenced ([`load::stored`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stored {
-    /// Strait's saved positions of the flow (every slot's).
+    /// Strait's saved positions of the flow (every slot's) that decode and are not below zero.
     pub strait: Positions,
-    /// The target check: for each of `strait` of the starting slot's partitions with a
-    /// `last_downstream`, the end offset now of the target partition it was written to (0 when
-    /// the topic or partition is missing).
+    /// The flow's other saved positions: per partition, its record's offset in the positions
+    /// topic and why it cannot be true.
+    pub invalid: HashMap<Partition, (i64, Invalid)>,
+    /// The last offset sync (upstream, downstream offset) of each of the starting slot's
+    /// partitions with a saved position: the evidence an invalid one is rebuilt from.
+    pub last_syncs: HashMap<Partition, (i64, i64)>,
+    /// The target check: for each of the starting slot's partitions with a saved position, the
+    /// end offset now of the target partition it is copied to (0 when the topic or partition is
+    /// missing).
     pub target_ends: HashMap<Partition, i64>,
     /// MirrorMaker 2's positions for the flow (a cut-over from MM2), used where Strait has none.
     pub mm2: Positions,
@@ -118,6 +126,9 @@ pub enum Start {
     /// Its end, a new topic with `start_from = "latest"`: nothing is there to carry the position,
     /// so the start itself is saved at once (a restart must not skip what arrives meanwhile).
     End(i64),
+    /// This offset, rebuilt in place of a saved position that cannot be true: saved at once, so
+    /// the bad position is gone even before a record arrives.
+    Rebuilt(i64),
 }
 
 /// Records deleted on the source before they were replicated: a saved position below the log start.
@@ -157,6 +168,18 @@ pub enum Event {
     SourceGap { gap: Gap, on_source_gap: OnSourceGap },
     /// INFO: a new topic's partition starts at its end (`start_from = "latest"`).
     Latest { topic: String, partition: i32, offset: i64 },
+    /// WARN, and `strait_invalid_positions_total`: a saved position that cannot be true, rebuilt
+    /// from the last offset sync; ERROR when there is none and the flow stops.
+    InvalidPosition(InvalidPosition),
+}
+
+/// Why the flow stops instead of assigning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// `on_source_gap = "fail"` and a gap.
+    Gap(Gap),
+    /// A saved position that cannot be true, with no evidence to rebuild it from.
+    Invalid(InvalidPosition),
 }
 
 /// The decision for the partitions about to be assigned.
@@ -166,9 +189,9 @@ pub struct Plan {
     pub starts: Vec<(Partition, Start)>,
     /// What to log and count, in order ([`crate::source`] logs it).
     pub report: Vec<Event>,
-    /// `on_source_gap = "fail"` and a gap: the flow stops instead of assigning (the first gap;
-    /// every gap is in the report).
-    pub stop: Option<Gap>,
+    /// The flow stops instead of assigning: `on_source_gap = "fail"` and a gap, or a position
+    /// that cannot be true and cannot be rebuilt (the first; each is in the report).
+    pub stop: Option<Stop>,
 }
 
 /// What the rules ask of the topics of the partitions about to be assigned, found once.
@@ -226,7 +249,9 @@ pub fn checks(rules: &Rules, stored: &Stored, source: &Source, fresh: &[Partitio
                 }
             }
             Some(_) => {}
-            None if topics.new_topic(rules, tp) => checks.watermarks.push(tp.clone()),
+            None if topics.new_topic(rules, tp) || stored.invalid.contains_key(tp) => {
+                checks.watermarks.push(tp.clone())
+            }
             None => {}
         }
     }
@@ -237,7 +262,9 @@ pub fn checks(rules: &Rules, stored: &Stored, source: &Source, fresh: &[Partitio
 /// topic it was saved from (the same id; saved without one, the same timestamp at its offset;
 /// never after the topic was recreated in this run), else the partition starts at its log start.
 /// Strait's position applies unless the target lost the records it covers; MM2's where Strait
-/// has none. A position below the log start is a gap: resumed at the log start, or the flow
+/// has none. A position that cannot be true (undecodable, below zero, past the source's end) is
+/// rebuilt from the partition's last offset sync, or the flow stops ([`invalid`]). A position
+/// below the log start is a gap: resumed at the log start, or the flow
 /// stops (`on_source_gap`). Without a position a partition starts at its log start, or at its
 /// end when its topic is new to the flow and `start_from = "latest"`.
 pub fn decide(rules: &Rules, stored: &Stored, source: &Source, read: &Read, fresh: &[Partition]) -> Plan {
@@ -265,6 +292,18 @@ pub fn decide(rules: &Rules, stored: &Stored, source: &Source, read: &Read, fres
     let mut latest = Vec::new();
     for tp in fresh {
         let (topic, partition) = (tp.0.clone(), tp.1);
+        let bad = (!in_run(tp) && !topics.recreated_while_stopped.contains(tp.0.as_str()))
+            .then(|| invalid::invalid(stored, read, tp))
+            .flatten();
+        if let Some(bad) = bad {
+            let (start, event) = invalid::rebuild(stored, read, tp, bad);
+            if start.is_none() {
+                plan.stop.get_or_insert(Stop::Invalid(event.clone()));
+            }
+            plan.report.push(Event::InvalidPosition(event));
+            plan.starts.push((tp.clone(), start.unwrap_or(Start::LogStart)));
+            continue;
+        }
         let start = match stored.position(tp) {
             Some(_) if read.timestamp_changed.contains(tp) && !in_run(tp) => {
                 plan.report.push(Event::TimestampChanged { topic, partition });
@@ -277,7 +316,7 @@ pub fn decide(rules: &Rules, stored: &Stored, source: &Source, read: &Read, fres
                     let on_source_gap = rules.on_source_gap;
                     plan.report.push(Event::SourceGap { gap: gap.clone(), on_source_gap });
                     if on_source_gap == OnSourceGap::Fail {
-                        plan.stop.get_or_insert(gap);
+                        plan.stop.get_or_insert(Stop::Gap(gap));
                     }
                     Start::At(log_start)
                 }

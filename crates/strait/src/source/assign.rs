@@ -16,7 +16,8 @@ use crate::admin::{topic_ids, TopicId};
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Skip;
 use crate::kafka::{blocking, joined, topic_partition_counts, watermarks, METADATA_TIMEOUT};
-use crate::resume::{self, Partition, Read, Rules, Start, TimestampCheck};
+use crate::positions::POSITIONS_TOPIC;
+use crate::resume::{self, Partition, Read, Rules, Start, Stop, TimestampCheck};
 use crate::slots::slot_of;
 
 impl KafkaSource {
@@ -127,16 +128,27 @@ impl KafkaSource {
         };
         let plan = resume::decide(&rules, &self.stored, &source, &read, &fresh);
         report::log(&self.flow, &plan.report);
-        if let Some(gap) = plan.stop {
-            return Err(ConnectError::data_loss(
-                format!(
-                    "{} partition {}: {} records deleted on the source before they were replicated",
-                    gap.topic,
-                    gap.partition,
-                    gap.lost()
-                ),
-                "on_source_gap = \"fail\": stopping instead of continuing at the log start",
-            ));
+        match plan.stop {
+            Some(Stop::Gap(gap)) => {
+                return Err(ConnectError::data_loss(
+                    format!(
+                        "{} partition {}: {} records deleted on the source before they were replicated",
+                        gap.topic,
+                        gap.partition,
+                        gap.lost()
+                    ),
+                    "on_source_gap = \"fail\": stopping instead of continuing at the log start",
+                ))
+            }
+            // Permanent: starting again reads the same record; an operator must fix it.
+            Some(Stop::Invalid(bad)) => {
+                let record = bad.record_offset.map_or(String::new(), |o| format!(" (its record at offset {o})"));
+                return Err(ConnectError::invalid(
+                    format!("{} partition {}: the saved position in {POSITIONS_TOPIC}{record}", bad.topic, bad.partition),
+                    format!("{}, and no offset sync of the partition on the target to rebuild it from: fix or delete the position record, then start again", bad.invalid),
+                ));
+            }
+            None => {}
         }
         let mut new = TopicPartitionList::new();
         for ((topic, p), start) in &plan.starts {
@@ -159,7 +171,7 @@ impl KafkaSource {
         // Only once assigned: a failed assign is tried again at the next refresh.
         for ((topic, p), start) in plan.starts {
             let name = self.names.get(&topic);
-            if let Start::End(end) = start {
+            if let Start::End(end) | Start::Rebuilt(end) = start {
                 self.unsaved_starts.insert((name.clone(), p), end);
                 self.emit_starts = true;
             }
@@ -238,6 +250,6 @@ impl KafkaSource {
 fn offset_of(start: Start) -> Offset {
     match start {
         Start::LogStart => Offset::Beginning,
-        Start::At(o) | Start::End(o) => Offset::Offset(o),
+        Start::At(o) | Start::End(o) | Start::Rebuilt(o) => Offset::Offset(o),
     }
 }

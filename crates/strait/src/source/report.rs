@@ -2,10 +2,12 @@
 
 use crate::config::Flow;
 use crate::metrics::metrics;
-use crate::resume::Event;
+use crate::positions::POSITIONS_TOPIC;
+use crate::resume::{Event, InvalidPosition};
 
 /// Logs each of `report` for `flow`, and counts each topic recreated while Strait was stopped in
-/// `strait_source_topics_recreated_total`.
+/// `strait_source_topics_recreated_total` and each position that cannot be true in
+/// `strait_invalid_positions_total`.
 pub(super) fn log(flow: &Flow, report: &[Event]) {
     for event in report {
         match event {
@@ -41,6 +43,26 @@ pub(super) fn log(flow: &Flow, report: &[Event]) {
                 flow = %flow.name, topic, partition, offset,
                 "new topic: starting at its end (start_from = latest)"
             ),
+            Event::InvalidPosition(bad) => invalid_position(flow, bad),
         }
+    }
+}
+
+/// Logs a saved position that cannot be true (WARN with the evidence it was rebuilt from, ERROR
+/// when there is none) and counts it in `strait_invalid_positions_total`.
+fn invalid_position(flow: &Flow, bad: &InvalidPosition) {
+    let InvalidPosition { topic, partition, record_offset, invalid, rebuilt } = bad;
+    let (reason, record) = (invalid.to_string(), record_offset.map_or(-1, |o| o));
+    metrics().invalid_positions(&flow.source.alias, &flow.target.alias, topic).inc();
+    match rebuilt {
+        Some(r) => tracing::warn!(
+            flow = %flow.name, topic, partition, positions_topic = POSITIONS_TOPIC, record_offset = record, reason,
+            last_sync_upstream = r.upstream, last_sync_downstream = r.downstream, resume_at = r.next_offset(),
+            "a saved position cannot be true: rebuilt from the partition's last offset sync, whose record the target still holds; the records after it up to where the flow stopped are copied again"
+        ),
+        None => tracing::error!(
+            flow = %flow.name, topic, partition, positions_topic = POSITIONS_TOPIC, record_offset = record, reason,
+            "a saved position cannot be true and the target holds no offset sync of the partition to rebuild it from: stopping"
+        ),
     }
 }

@@ -4,6 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+mod invalid;
+
 use super::*;
 use crate::config::{OnSourceGap, StartFrom};
 use crate::positions::Saved;
@@ -34,6 +36,8 @@ struct Row {
     name: &'static str,
     rules: Rules,
     strait: Vec<(Partition, Saved)>,
+    invalid: Vec<(Partition, (i64, Invalid))>,
+    last_syncs: Vec<(Partition, (i64, i64))>,
     target_ends: Vec<(Partition, i64)>,
     mm2: Vec<(Partition, i64)>,
     assigned: Vec<Partition>,
@@ -47,7 +51,7 @@ struct Row {
     watermark_reads: Vec<Partition>,
     starts: Vec<Start>,
     report: Vec<Event>,
-    stop: Option<Gap>,
+    stop: Option<Stop>,
 }
 
 /// A row with no facts: a new flow, `start_from = "earliest"`, partition orders/0.
@@ -56,6 +60,8 @@ fn row(name: &'static str) -> Row {
         name,
         rules: EARLIEST,
         strait: vec![],
+        invalid: vec![],
+        last_syncs: vec![],
         target_ends: vec![],
         mm2: vec![],
         assigned: vec![],
@@ -204,7 +210,7 @@ fn rows() -> Vec<Row> {
             watermark_reads: vec![orders(0)],
             starts: vec![Start::At(120)],
             report: vec![Event::SourceGap { gap: gap("orders", 0, 100, 120), on_source_gap: OnSourceGap::Fail }],
-            stop: Some(gap("orders", 0, 100, 120)),
+            stop: Some(Stop::Gap(gap("orders", 0, 100, 120))),
             ..row("gap: on_source_gap = fail stops the flow (crash::a_source_gap_stops_the_flow)")
         },
         Row {
@@ -225,7 +231,7 @@ fn rows() -> Vec<Row> {
                 Event::FromMm2 { partitions: 1 },
                 Event::SourceGap { gap: gap("orders", 0, 100, 120), on_source_gap: OnSourceGap::Fail },
             ],
-            stop: Some(gap("orders", 0, 100, 120)),
+            stop: Some(Stop::Gap(gap("orders", 0, 100, 120))),
             ..row("gap: MM2's position below the log start is a gap too")
         },
         Row {
@@ -301,9 +307,11 @@ fn rows() -> Vec<Row> {
 
 #[test]
 fn each_partition_starts_where_the_table_says() {
-    for r in rows() {
+    for r in rows().into_iter().chain(invalid::rows()) {
         let stored = Stored {
             strait: r.strait.into_iter().collect(),
+            invalid: r.invalid.into_iter().collect(),
+            last_syncs: r.last_syncs.into_iter().collect(),
             target_ends: r.target_ends.into_iter().collect(),
             mm2: r.mm2.into_iter().map(|(tp, next)| (tp, at(next))).collect(),
         };
