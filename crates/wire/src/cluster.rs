@@ -3,7 +3,7 @@
 //! on its own ([`crate::fetch`]) and in its fetch session ([`crate::session`]).
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::MetadataRequest;
@@ -12,6 +12,9 @@ use uuid::Uuid;
 
 use crate::fetch::{FetchRound, Fetches};
 use crate::{topic_name, ClientOptions, Connection, FetchAt, WireError};
+
+/// How often the leaders of partitions led by a broker whose fetch is overdue are asked again.
+const OVERDUE_REFRESH: Duration = Duration::from_secs(1);
 
 /// Metadata v12: the last version that names topics in the request (v13 adds nothing used here);
 /// it answers each topic's id (v10+).
@@ -37,6 +40,8 @@ pub struct Cluster {
     /// Each topic's id (KIP-516) as last refreshed.
     ids: HashMap<String, Uuid>,
     fetches: Fetches,
+    /// When the leaders of an overdue leader's partitions were last refreshed.
+    overdue_refreshed: Option<Instant>,
 }
 
 impl Cluster {
@@ -51,27 +56,36 @@ impl Cluster {
             leaders: HashMap::new(),
             ids: HashMap::new(),
             fetches: Fetches::default(),
+            overdue_refreshed: None,
         };
         cluster.refresh(&[]).await?;
         Ok(cluster)
     }
 
     /// Asks the brokers, and the leaders and id of every partition of `topics`, through the first
-    /// bootstrap or known broker that answers (brokers whose fetches are failing last); partitions
-    /// without a leader, or of topics the cluster does not have, are forgotten. Errors: the last broker's error when none answers;
+    /// known broker or bootstrap address that answers (brokers with a working connection first,
+    /// through it; brokers whose fetches failed or are overdue last); partitions without a
+    /// leader, or of topics the cluster does not have, are forgotten. Errors: the last broker's error when none answers;
     /// [`WireError::Broker`] for a topic the client may not describe.
     pub async fn refresh(&mut self, topics: &[&str]) -> Result<(), WireError> {
         let request = MetadataRequest::default().with_allow_auto_topic_creation(false).with_topics(Some(
             topics.iter().map(|t| MetadataRequestTopic::default().with_name(Some(topic_name(t)))).collect(),
         ));
-        let mut brokers: Vec<(&i32, &String)> = self.brokers.iter().collect();
-        brokers.sort_by_key(|(id, _)| self.fetches.failing(**id));
-        let mut addrs: Vec<String> = brokers.into_iter().map(|(_, addr)| addr.clone()).collect();
-        addrs.extend(self.bootstrap.iter().cloned());
+        // Brokers with a connection that works first, suspect ones (a fetch failed or overdue:
+        // down, frozen, cut off) last, so a broker that holds a request never holds a refresh.
+        let live = |id: &i32| self.connections.get(id).filter(|c| !c.is_broken()).cloned();
+        let mut brokers: Vec<(i32, String)> = self.brokers.iter().map(|(id, a)| (*id, a.clone())).collect();
+        brokers.sort_by_key(|(id, _)| (self.fetches.suspect(*id), live(id).is_none()));
+        let mut asks: Vec<(String, Option<Connection>)> =
+            brokers.into_iter().map(|(id, addr)| (addr, live(&id))).collect();
+        asks.extend(self.bootstrap.iter().map(|addr| (addr.clone(), None)));
         let mut failure = None;
-        for addr in addrs {
+        for (addr, conn) in asks {
             let answer = async {
-                let conn = Connection::open(&addr, &self.options).await?;
+                let conn = match conn {
+                    Some(conn) => conn,
+                    None => Connection::open(&addr, &self.options).await?,
+                };
                 conn.call(&request, METADATA_VERSION).await.map(|answer| (conn, answer))
             };
             let (conn, answer) = match answer.await {
@@ -142,9 +156,10 @@ impl Cluster {
     /// Fetches `at` (`read_committed`) from their leaders, each leader on its own: a request goes
     /// to every leader of `at` with none out and no backoff running, each partition named by its
     /// topic's id where the leader speaks Fetch v13 (a nil [`FetchAt::topic_id`] takes the
-    /// metadata's); then this waits for the first request out to end, at most `max_wait` beyond
-    /// a request's timeout, and returns every answer in by then. A leader still answering keeps
-    /// its request out for a later call, and its partitions are not asked again meanwhile; each
+    /// metadata's); then this waits for the first request out to end, at most `max_wait` and
+    /// 2 s, and returns every answer in by then. A leader still answering keeps its request out
+    /// for a later call, and its partitions are not asked again meanwhile, unless a refresh finds
+    /// them led elsewhere (the leaders of a leader overdue by 2 s are asked each second); each
     /// leader answers once it has a byte or after `max_wait`, at most `partition_max_bytes` per
     /// partition (a batch larger than that still comes whole).
     ///
@@ -197,8 +212,16 @@ impl Cluster {
                 self.connections.insert(broker, conn);
             }
         }
-        let refresh: Vec<String> = moved.into_iter().chain(unled).collect();
-        self.refresh_moved(&refresh).await;
+        let mut refresh: HashSet<String> = moved.into_iter().chain(unled).collect();
+        // A leader that holds its request past its time (frozen, cut off): its partitions may
+        // have a new leader by now, which the next call asks while the old request stays out.
+        let overdue = self.fetches.overdue();
+        if !overdue.is_empty() && self.overdue_refreshed.is_none_or(|t| t.elapsed() >= OVERDUE_REFRESH) {
+            self.overdue_refreshed = Some(Instant::now());
+            let led = self.leaders.iter().filter(|(_, l)| overdue.contains(&l.broker)).map(|((t, _), _)| t.clone());
+            refresh.extend(led.collect::<Vec<_>>());
+        }
+        self.refresh_moved(&refresh.into_iter().collect::<Vec<_>>()).await;
         Ok(round)
     }
 

@@ -27,6 +27,9 @@ const FETCH_MAX_BYTES: i32 = 50 << 20;
 /// First and longest wait before a leader whose request failed is asked again.
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long past its `max_wait` a leader may take to answer before it is suspect (frozen, or
+/// cut off without the connection failing): its partitions' leaders are then asked anew.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
 
 /// What one fetch call gave: the partitions answered, and how each broker asked fared.
 #[derive(Debug, Default)]
@@ -58,19 +61,27 @@ pub(crate) struct Fetches {
     backoff: HashMap<i32, (Instant, Duration)>,
     /// The requests out, each a task of its own (so the cluster stays `Sync`), aborted on drop.
     out: FuturesUnordered<JoinHandle<Ended>>,
-    /// The brokers with a request out.
-    asking: HashSet<i32>,
+    /// The brokers with a request out, each with when its answer is due (`max_wait` and
+    /// [`ANSWER_GRACE`] after it was sent).
+    asking: HashMap<i32, Instant>,
 }
 
 impl Fetches {
     /// Whether `broker` may be asked now: no request of its out, no backoff running.
     pub(crate) fn ready(&self, broker: i32) -> bool {
-        !self.asking.contains(&broker) && self.backoff.get(&broker).is_none_or(|(until, _)| *until <= Instant::now())
+        !self.asking.contains_key(&broker) && self.backoff.get(&broker).is_none_or(|(until, _)| *until <= Instant::now())
     }
 
-    /// Whether `broker`'s last request failed and it has not answered since.
-    pub(crate) fn failing(&self, broker: i32) -> bool {
-        self.backoff.contains_key(&broker)
+    /// Whether `broker` is suspect: its last request failed and it has not answered since, or
+    /// its request out is overdue.
+    pub(crate) fn suspect(&self, broker: i32) -> bool {
+        self.backoff.contains_key(&broker) || self.asking.get(&broker).is_some_and(|due| *due < Instant::now())
+    }
+
+    /// The brokers whose request out is overdue.
+    pub(crate) fn overdue(&self) -> Vec<i32> {
+        let now = Instant::now();
+        self.asking.iter().filter(|(_, due)| **due < now).map(|(b, _)| *b).collect()
     }
 
     /// Sends `wanted` (each with its leader epoch) to `broker` in its session, through `conn` or
@@ -90,7 +101,7 @@ impl Fetches {
             .with_isolation_level(READ_COMMITTED);
         let asked = self.sessions.entry(broker).or_default().ask(base, wanted, partition_max_bytes);
         let throttled_until = self.throttled_until.get(&broker).copied();
-        self.asking.insert(broker);
+        self.asking.insert(broker, Instant::now() + max_wait + ANSWER_GRACE);
         self.out.push(tokio::spawn(async move {
             // A throttled broker holds the connection (KIP-219): a request sent now would wait
             // in its socket, its timeout running.
@@ -112,8 +123,8 @@ impl Fetches {
     }
 
     /// Waits for the first request out to end (or, with none out, for the first backoff to run
-    /// out), at most `max_wait` more than a request's own timeout, then takes every other that
-    /// ended meanwhile. Returns the round, the connections opened for it by broker, and the
+    /// out), at most `max_wait` and [`ANSWER_GRACE`] (a request not answered by then stays out,
+    /// its broker overdue), then takes every other that ended meanwhile. Returns the round, the connections opened for it by broker, and the
     /// topics whose leader may have moved (to refresh). Errors: a broker's failure that asking
     /// again repeats (TLS, SASL, a version it does not speak); a batch that cannot be read.
     pub(crate) async fn next(
@@ -125,7 +136,7 @@ impl Fetches {
             let first_retry = self.backoff.values().map(|(until, _)| *until).min();
             let wait = first_retry.map_or(max_wait, |t| t.saturating_duration_since(Instant::now()).min(max_wait));
             tokio::time::sleep(wait).await;
-        } else if let Some(e) = self.out.next().await {
+        } else if let Ok(Some(e)) = tokio::time::timeout(max_wait + ANSWER_GRACE, self.out.next()).await {
             ended.push(e);
             while let Some(Some(e)) = self.out.next().now_or_never() {
                 ended.push(e);
