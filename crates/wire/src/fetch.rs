@@ -69,7 +69,8 @@ pub(crate) struct Fetches {
 impl Fetches {
     /// Whether `broker` may be asked now: no request of its out, no backoff running.
     pub(crate) fn ready(&self, broker: i32) -> bool {
-        !self.asking.contains_key(&broker) && self.backoff.get(&broker).is_none_or(|(until, _)| *until <= Instant::now())
+        !self.asking.contains_key(&broker)
+            && self.backoff.get(&broker).is_none_or(|(until, _)| *until <= Instant::now())
     }
 
     /// Whether `broker` is suspect: its last request failed and it has not answered since, or

@@ -79,6 +79,8 @@ impl KafkaSource {
         let mut selected = BTreeSet::new();
         let mut fresh = Vec::new();
         let mut ids = HashMap::new();
+        let listed: HashSet<String> = md.iter().map(|(t, _, _)| t.clone()).collect();
+        self.pause_vanished(&listed).await;
         for (topic, partitions, id) in md {
             if let Some(reason) = self.flow.not_replicated(&topic) {
                 // Each decision once per run: at info when the user's patterns asked for the topic.

@@ -2,7 +2,7 @@
 //! KIP-516): its partitions taken off the reader at once, the records read from the old topic
 //! committed first ([`super::recreation::Recreations`]), then the new topic from its log start.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use rdkafka::consumer::Consumer;
@@ -46,6 +46,9 @@ impl KafkaSource {
                 let read = blocking(move || {
                     let read = consumer.position()?;
                     consumer.incremental_unassign(&tpl)?;
+                    // Paused when the topic vanished ([`Self::pause_vanished`]): the new topic's
+                    // partitions must not inherit the pause.
+                    consumer.resume(&tpl)?;
                     Ok::<_, KafkaError>(read)
                 })
                 .await
@@ -103,6 +106,50 @@ impl KafkaSource {
             let name = self.names.get(&topic);
             self.ids.set(&name, id);
             self.next_refresh = Instant::now();
+        }
+    }
+
+    /// With `copy = "records"` (whose consumer reads by name): pauses the partitions of each
+    /// assigned topic missing from `listed`, so a topic deleted and created again is not read at
+    /// the old topic's offsets before a listing shows its new id; resumes them when the topic is
+    /// listed again (the next step, [`Self::begin_recreation`], takes them off for good when its
+    /// id changed). A pause or resume that fails is logged; the next listing tries again.
+    pub(super) async fn pause_vanished(&mut self, listed: &HashSet<String>) {
+        if self.batches.is_some() {
+            // Fetched by topic id: a vanished topic's partitions answer an unknown id.
+            return;
+        }
+        let assigned: HashSet<String> = self.assigned.iter().map(|(t, _)| t.clone()).collect();
+        let mut pause = TopicPartitionList::new();
+        let mut resume = TopicPartitionList::new();
+        for topic in &assigned {
+            let tpl = if !listed.contains(topic) && self.recreations.vanished(topic) {
+                tracing::info!(flow = %self.flow.name, topic, "the source topic is no longer listed (deleted?): its partitions are paused until it is listed again; one created again under its name is copied from its log start");
+                &mut pause
+            } else if listed.contains(topic) && self.recreations.listed_again(topic) {
+                &mut resume
+            } else {
+                continue;
+            };
+            for (t, p) in self.assigned.iter().filter(|(t, _)| t == topic) {
+                tpl.add_partition(t, *p);
+            }
+        }
+        if pause.count() + resume.count() == 0 {
+            return;
+        }
+        let consumer = self.reader.consumer().clone();
+        let paused: Vec<String> = pause.elements().iter().map(|e| e.topic().to_string()).collect();
+        let done = blocking(move || {
+            consumer.pause(&pause)?;
+            consumer.resume(&resume)
+        })
+        .await;
+        if let Err(e) = done {
+            tracing::warn!(flow = %self.flow.name, error = %e, "pausing or resuming the partitions of a vanished source topic failed; the next listing tries again");
+            for topic in paused {
+                self.recreations.listed_again(&topic);
+            }
         }
     }
 }

@@ -16,6 +16,9 @@ pub struct Recreations {
     /// Recreated, old records still uncommitted: topic → its new id and, per partition, the next
     /// offset after the last record read from the old topic.
     draining: HashMap<String, (TopicId, HashMap<i32, i64>)>,
+    /// Assigned topics missing from the source's last listing (deleted, perhaps about to be
+    /// created again): their partitions are paused until the topic is listed again.
+    vanished: HashSet<String>,
 }
 
 impl Recreations {
@@ -34,10 +37,21 @@ impl Recreations {
         !self.draining.is_empty()
     }
 
+    /// `topic` is missing from the source's listing: whether it was not already.
+    pub fn vanished(&mut self, topic: &str) -> bool {
+        self.vanished.insert(topic.to_string())
+    }
+
+    /// `topic` is listed again: whether it had vanished.
+    pub fn listed_again(&mut self, topic: &str) -> bool {
+        self.vanished.remove(topic)
+    }
+
     /// `topic` now has `new_id`; `read` holds, per partition, the next offset after the last
     /// record read from the old topic and not yet committed (partitions with nothing uncommitted
     /// are left out).
     pub fn begin(&mut self, topic: &str, new_id: TopicId, read: HashMap<i32, i64>) {
+        self.vanished.remove(topic);
         self.recreated.insert(topic.to_string());
         self.draining.insert(topic.to_string(), (new_id, read));
     }
@@ -89,6 +103,16 @@ mod tests {
         assert_eq!(r.take_drained(), [("orders".to_string(), id("new"))]);
         assert!(!r.is_draining("orders") && !r.any_draining());
         assert!(r.recreated().contains("orders"), "saved positions of the old topic never apply again");
+    }
+
+    #[test]
+    fn a_vanished_topic_is_paused_once_and_a_recreation_ends_it() {
+        let mut r = Recreations::default();
+        assert!(r.vanished("a") && !r.vanished("a"), "paused once");
+        assert!(r.listed_again("a") && !r.listed_again("a"));
+        r.vanished("b");
+        r.begin("b", id("b2"), HashMap::new());
+        assert!(!r.listed_again("b"), "the recreation took its partitions off");
     }
 
     #[test]
