@@ -14,7 +14,7 @@ use strait_mm2::Checkpoint;
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
 use crate::kafka::{blocking, read_to_end, topic_partition_counts, watermarks, METADATA_TIMEOUT};
-use crate::positions;
+use crate::positions::{self, Invalid};
 
 /// One source partition of a flow.
 #[derive(Debug, Serialize)]
@@ -33,8 +33,12 @@ pub struct PartitionStatus {
     /// Next source offset Strait will copy, as saved on the target; `None` before its first commit.
     pub position: Option<i64>,
     /// Records not yet replicated: `end` minus the position (or the log start when none); `None`
-    /// when the source does not answer.
+    /// when the source does not answer or the position cannot be true.
     pub lag: Option<i64>,
+    /// Why the saved position cannot be true (it does not decode, is below zero, or lies past the
+    /// source's end: the flow rebuilds it at its next start, or stops, docs/operations.md);
+    /// `None` when it can.
+    pub invalid: Option<String>,
 }
 
 /// The newest checkpoint of one group partition.
@@ -69,8 +73,8 @@ pub struct Status {
 /// [`Status::problems`], its partitions listed from the saved positions alone.
 /// Errors: the target cluster does not answer.
 pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError> {
-    let saved = positions::load(&flow.target, &flow.name).await?;
-    match source_rows(flow, &saved).await {
+    let loaded = positions::load_checked(&flow.target, &flow.name).await?;
+    match source_rows(flow, &loaded).await {
         Ok(rows) => status.partitions.extend(rows),
         Err(e) => {
             let (alias, at) = (&flow.source.alias, &flow.source.bootstrap_servers);
@@ -78,17 +82,20 @@ pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError>
                 "flow {}: source cluster {alias} at {at} does not answer ({e}): its offsets and the lag are unknown; positions are the target's",
                 flow.name
             ));
-            let mut rows: Vec<PartitionStatus> = saved
-                .iter()
-                .filter(|((topic, _), _)| flow.reaches_target(topic))
-                .map(|((topic, partition), s)| PartitionStatus {
+            let valid = loaded.valid.iter().map(|(tp, s)| (tp, Some(s.next_offset), None));
+            let invalid = loaded.invalid.iter().map(|(tp, (_, why))| (tp, None, Some(why.to_string())));
+            let mut rows: Vec<PartitionStatus> = valid
+                .chain(invalid)
+                .filter(|((topic, _), _, _)| flow.reaches_target(topic))
+                .map(|((topic, partition), position, invalid)| PartitionStatus {
                     flow: flow.name.clone(),
                     topic: topic.clone(),
                     partition: *partition,
                     log_start: None,
                     end: None,
-                    position: Some(s.next_offset),
+                    position,
                     lag: None,
+                    invalid,
                 })
                 .collect();
             rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
@@ -109,9 +116,9 @@ pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError>
 
 /// Every source partition `flow` copies, with the source's offsets (one request per broker) and
 /// the lag. Errors: the source does not answer.
-async fn source_rows(flow: &Flow, saved: &positions::Positions) -> Result<Vec<PartitionStatus>, KafkaError> {
+async fn source_rows(flow: &Flow, loaded: &positions::Loaded) -> Result<Vec<PartitionStatus>, KafkaError> {
     let consumer: LoggedConsumer = flow.source.client_config(&[]).create_with_context(ClientLog)?;
-    let (name, reached, saved) = (flow.name.clone(), flow.clone(), saved.clone());
+    let (name, reached, loaded) = (flow.name.clone(), flow.clone(), loaded.clone());
     blocking(move || {
         let copied: Vec<(String, i32)> = topic_partition_counts(consumer.client(), METADATA_TIMEOUT)?
             .into_iter()
@@ -125,8 +132,14 @@ async fn source_rows(flow: &Flow, saved: &positions::Positions) -> Result<Vec<Pa
             .into_iter()
             .map(|(topic, partition)| {
                 let (log_start, end) = marks.get(&topic, partition)?;
-                let position = saved.get(&(topic.clone(), partition)).map(|s| s.next_offset);
-                let lag = (end - position.unwrap_or(log_start).max(log_start)).max(0);
+                let tp = (topic.clone(), partition);
+                let position = loaded.valid.get(&tp).map(|s| s.next_offset);
+                let invalid = match (loaded.invalid.get(&tp), position) {
+                    (Some((_, why)), _) => Some(why.clone()),
+                    (None, Some(next_offset)) if next_offset > end => Some(Invalid::PastEnd { next_offset, end }),
+                    _ => None,
+                };
+                let lag = invalid.is_none().then(|| (end - position.unwrap_or(log_start).max(log_start)).max(0));
                 Ok(PartitionStatus {
                     flow: name.clone(),
                     topic,
@@ -134,7 +147,8 @@ async fn source_rows(flow: &Flow, saved: &positions::Positions) -> Result<Vec<Pa
                     log_start: Some(log_start),
                     end: Some(end),
                     position,
-                    lag: Some(lag),
+                    lag,
+                    invalid: invalid.map(|why| why.to_string()),
                 })
             })
             .collect::<Result<Vec<_>, KafkaError>>()?;
@@ -153,6 +167,7 @@ impl Status {
         );
         let opt = |o: Option<i64>| o.map_or("-".to_string(), |v| v.to_string());
         for p in &self.partitions {
+            let position = if p.invalid.is_some() { "invalid".to_string() } else { opt(p.position) };
             out += &format!(
                 "{:<24} {:<32} {:>9} {:>12} {:>12} {:>12} {:>10}\n",
                 p.flow,
@@ -160,7 +175,7 @@ impl Status {
                 p.partition,
                 opt(p.log_start),
                 opt(p.end),
-                opt(p.position),
+                position,
                 opt(p.lag)
             );
         }
@@ -168,9 +183,18 @@ impl Status {
         let unknown = self.partitions.iter().filter(|p| p.lag.is_none()).count();
         out += &format!("total lag: {total} records");
         if unknown > 0 {
-            out += &format!(" (unknown for {unknown} partitions: their source does not answer)");
+            out += &format!(
+                " (unknown for {unknown} partitions: their source does not answer, or their position is invalid)"
+            );
         }
         out += "\n";
+        for p in self.partitions.iter().filter(|p| p.invalid.is_some()) {
+            let why = p.invalid.as_deref().unwrap_or_default();
+            out += &format!(
+                "invalid position: flow {} {}/{}: {why}; the next start rebuilds it from the last offset sync, or stops\n",
+                p.flow, p.topic, p.partition
+            );
+        }
         if !self.checkpoints.is_empty() {
             out += &format!(
                 "\n{:<24} {:<24} {:<32} {:>9} {:>12} {:>12}\n",

@@ -22,6 +22,21 @@ async fn overwrite_position(target: &str, flow: &str, topic: &str, value: &[u8])
     produce(target, POSITIONS_TOPIC, &[record]).await;
 }
 
+/// `strait status --output json`'s row of `topic`/0: its position and why it is invalid.
+fn status_row(name: &str, config: &str, topic: &str) -> (Option<i64>, Option<String>) {
+    let path = write_config(name, config);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["status", "--output", "json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = status["partitions"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["topic"] == topic && r["partition"] == 0).expect("a row of the partition");
+    (row["position"].as_i64(), row["invalid"].as_str().map(str::to_string))
+}
+
 /// How many records of `remote` were copied more than once.
 fn duplicates(b: &str, remote: &str) -> usize {
     let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
@@ -50,6 +65,8 @@ async fn a_position_that_cannot_be_true_is_rebuilt_from_the_last_offset_sync() {
     for (i, (what, value)) in cases.into_iter().enumerate() {
         let before = duplicates(&f.b, &f.remote);
         overwrite_position(&f.b, &flow.name, &f.topic, value).await;
+        let (position, invalid) = status_row(&format!("{}-status{i}", f.p), &config, &f.topic);
+        assert!(invalid.is_some(), "{what}: strait status marks the position invalid (position {position:?})");
         let strait = Strait::start(&format!("{}-{i}", f.p), &config);
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {
