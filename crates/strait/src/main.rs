@@ -1,138 +1,18 @@
-//! The `strait` command line: `run` and `validate`.
+//! The `strait` command line: each command run (its arguments are `cli.rs`).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use cli::{Cli, Command, FailoverMode, LogFormat, Output};
 use strait::config::{Config, Flow};
 use strait_connect::ErrorKind;
 use tokio_util::sync::CancellationToken;
 
+mod cli;
+
 strait::process_allocator!();
-
-/// Cross-cluster replication for Apache Kafka, wire-compatible with MirrorMaker 2.
-#[derive(Parser)]
-#[command(name = "strait", version)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-    /// Log lines on stderr as `text` (default) or `json`: one object per line with `timestamp`,
-    /// `level`, `target`, `message` and tracing's fields (`flow`, `topic`...) as keys.
-    #[arg(long, value_enum, default_value = "text", global = true)]
-    log_format: LogFormat,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run every flow of the config until SIGINT/SIGTERM, then drain, flush and exit 0.
-    ///
-    /// A flow that stops on an error exits non-zero, by the error's kind: 2 the config is invalid,
-    /// 3 denied (authentication failed or an ACL is missing), 4 a setting the cluster refuses or
-    /// contradicts (fix it, then start again), 5 source records gone before they were copied
-    /// (`on_source_gap = "fail"`), 6 another instance runs the flow, 1 anything else (a restart
-    /// may help). With several failed flows, the first failure's code.
-    Run {
-        /// Path of the TOML config.
-        #[arg(long)]
-        config: PathBuf,
-        /// Serve `/metrics`, `/health` and `/ready` on this `host:port` (overrides `[metrics] listen`).
-        #[arg(long)]
-        metrics_addr: Option<std::net::SocketAddr>,
-    },
-    /// Check the config; exit 0 if valid, else print what is wrong and exit 2.
-    Validate {
-        /// Path of the TOML config.
-        #[arg(long)]
-        config: PathBuf,
-    },
-    /// Print where each flow stands, from the clusters alone (with or without `strait run`): per
-    /// source partition its log-start and end offsets, the saved position and the lag in records;
-    /// per consumer group the newest checkpoint of each partition. A source that does not answer
-    /// leaves the target's side (positions, checkpoints) and exit 1, naming it.
-    Status {
-        /// Path of the TOML config.
-        #[arg(long)]
-        config: PathBuf,
-        /// `text` (aligned columns) or `json` (`{"partitions": [...], "checkpoints": [...]}`).
-        #[arg(long, value_enum, default_value = "text")]
-        output: Output,
-    },
-    /// Write a Strait config (TOML, on stdout) from a MirrorMaker 2 dedicated-mode properties
-    /// file; every key it cannot carry is listed on stderr with the reason.
-    ImportMm2 {
-        /// Path of MM2's properties file (`connect-mirror-maker.properties`).
-        properties: PathBuf,
-    },
-    /// Print a source consumer group's committed offsets and their translation to the target,
-    /// per topic partition: the numbers its checkpoints carry (MM2 `RemoteClusterUtils.translateOffsets`).
-    TranslateOffsets {
-        /// Path of the TOML config.
-        #[arg(long)]
-        config: PathBuf,
-        /// The flow, as `SOURCE->TARGET` aliases.
-        #[arg(long)]
-        flow: String,
-        /// Consumer group on the source cluster.
-        #[arg(long)]
-        group: String,
-        /// `text` (aligned columns) or `json` (an array of objects).
-        #[arg(long, value_enum, default_value = "text")]
-        output: Output,
-    },
-    /// Move consumer groups to a flow's target cluster: commit their translated offsets into the
-    /// same groups there and print, per group/topic/partition, the source offset, the target
-    /// offset and the records not replicated. Planned when the source answers (waits until the
-    /// groups' topics are replicated), unplanned when it does not (the newest checkpoints and
-    /// saved positions on the target; prints the recovery point). Never rewinds a group that is
-    /// ahead and skips groups with active members on the target. Exit 0 when every group moved,
-    /// 1 when one did not (the reason is printed), 2 for a bad config or argument.
-    Failover {
-        /// Path of the TOML config.
-        #[arg(long)]
-        config: PathBuf,
-        /// The flow, as `SOURCE->TARGET` aliases: groups move from SOURCE to TARGET.
-        #[arg(long)]
-        flow: String,
-        /// Regexes (whole group id) of the groups to move; default: the flow's `groups`.
-        #[arg(long, num_args = 1..)]
-        groups: Vec<String>,
-        /// Planned: longest wait, in ms, for the groups' topics to be replicated.
-        #[arg(long, default_value_t = 60_000)]
-        wait_ms: u64,
-        /// `auto`: planned when the source lists its groups within --source-timeout-ms, else
-        /// unplanned; `planned`: the source must answer; `unplanned`: the source is not asked.
-        #[arg(long, value_enum, default_value = "auto")]
-        mode: FailoverMode,
-        /// How long, in ms, the source may take to answer before `auto` treats it as lost (at
-        /// least 1; librdkafka gives up on its own after 15 s).
-        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-        source_timeout_ms: u64,
-        /// `text` (aligned columns) or `json` (the report as one object).
-        #[arg(long, value_enum, default_value = "text")]
-        output: Output,
-    },
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum FailoverMode {
-    Auto,
-    Planned,
-    Unplanned,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Output {
-    Text,
-    Json,
-}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -176,10 +56,13 @@ fn main() -> ExitCode {
                     Command::TranslateOffsets { flow, group, output, .. } => {
                         rt.block_on(translate(flows, &flow, &group, output))
                     }
-                    Command::Run { metrics_addr, .. } => {
-                        strait::metrics::metrics().set_per_partition(metrics.per_partition);
-                        rt.block_on(run(flows, metrics_addr.or(metrics.listen)))
-                    }
+                    Command::Run { metrics_addr, flow: chosen, .. } => match only(flows, &chosen) {
+                        Ok(flows) => {
+                            strait::metrics::metrics().set_per_partition(metrics.per_partition);
+                            rt.block_on(run(flows, metrics_addr.or(metrics.listen)))
+                        }
+                        Err(code) => code,
+                    },
                     Command::Status { output, .. } => rt.block_on(status(flows, output)),
                     Command::Failover { flow, groups, wait_ms, mode, source_timeout_ms, output, .. } => {
                         let mode = match mode {
@@ -235,11 +118,15 @@ fn import_mm2(path: &std::path::Path) -> ExitCode {
 
 async fn status(flows: Vec<Flow>, output: Output) -> ExitCode {
     let mut status = strait::status::Status::default();
+    // Every flow that can be read is reported; one whose target does not answer (a region
+    // down) is named and the others still print.
     for flow in &flows {
         if let Err(e) = strait::status::collect(flow, &mut status).await {
             let (alias, at) = (&flow.target.alias, &flow.target.bootstrap_servers);
-            print_err!("strait: cannot read the status of flow {}: target cluster {alias} at {at}: {e}", flow.name);
-            return ExitCode::FAILURE;
+            status.problems.push(format!(
+                "flow {}: target cluster {alias} at {at} does not answer ({e}): its positions and checkpoints are unknown",
+                flow.name
+            ));
         }
     }
     let code = print_as(output, &status, || status.text());
@@ -350,6 +237,16 @@ async fn failover(
 
 /// Exit 2 for a `--flow` the config does not have, naming the ones it has (quote them in a shell:
 /// `>` redirects).
+/// The flows of `flows` named in `chosen` (`--flow`, each `SOURCE->TARGET`), in the config's
+/// order; all of them when `chosen` is empty. Errors: exit 2 for a name that is not a flow of the
+/// config (printed with the flows it has).
+fn only(flows: Vec<Flow>, chosen: &[String]) -> Result<Vec<Flow>, ExitCode> {
+    if let Some(unknown) = chosen.iter().find(|c| !flows.iter().any(|f| &f.name == *c)) {
+        return Err(unknown_flow(unknown, &flows));
+    }
+    Ok(flows.into_iter().filter(|f| chosen.is_empty() || chosen.contains(&f.name)).collect())
+}
+
 fn unknown_flow(flow: &str, flows: &[Flow]) -> ExitCode {
     let names: Vec<String> = flows.iter().map(|f| format!("'{}'", f.name)).collect();
     print_err!(

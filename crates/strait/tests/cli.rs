@@ -242,3 +242,17 @@ fn unreachable_cluster_is_retried_with_backoff_then_stops_cleanly() {
     assert!(status.success(), "SIGTERM while retrying exits 0: {logs}");
     assert!(!logs.contains("panicked"), "{logs}");
 }
+
+/// `strait run --flow` names a flow the config does not have: exit 2, naming it and listing the
+/// config's flows, before any cluster is asked.
+#[test]
+fn run_with_an_unknown_flow_exits_2_listing_the_flows() {
+    let path = write("only-flow", &with_flow(""));
+    let out = strait(&["run", "--config", path.to_str().unwrap(), "--flow", "eu->us"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--flow \"eu->us\" is not a flow of the config") && stderr.contains("'us->eu'"),
+        "{stderr}"
+    );
+}

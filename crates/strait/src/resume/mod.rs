@@ -263,7 +263,7 @@ pub fn checks(rules: &Rules, stored: &Stored, source: &Source, fresh: &[Partitio
 /// never after the topic was recreated in this run), else the partition starts at its log start.
 /// Strait's position applies unless the target lost the records it covers; MM2's where Strait
 /// has none. A position that cannot be true (undecodable, below zero, past the source's end) is
-/// rebuilt from the partition's last offset sync, or the flow stops ([`invalid`]). A position
+/// rebuilt from the partition's last offset sync, or the flow stops ([`InvalidPosition`]). A position
 /// below the log start is a gap: resumed at the log start, or the flow
 /// stops (`on_source_gap`). Without a position a partition starts at its log start, or at its
 /// end when its topic is new to the flow and `start_from = "latest"`.

@@ -93,3 +93,38 @@ async fn default_naming_active_active_never_echoes() {
     assert!(values(&b, &on_b).values().all(|n| *n == 1));
     assert!(values(&a, &on_a).values().all(|n| *n == 1));
 }
+
+/// One config for both regions, each region's instance running its own flow
+/// (`strait run --flow`): identity active/active through two processes, each record once on each
+/// side, and each instance starts only the flow it was given.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_config_serves_both_regions_with_run_flow() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("aaflow");
+    let topic = format!("{p}-t");
+    let (na, nb) = produce_on_both(&a, &b, &topic).await;
+    let (a_alias, b_alias) = (format!("{p}a"), format!("{p}b"));
+    let toml = config(&a_alias, &a, &b_alias, &b, "identity", &format!("{p}-.*"));
+    let forward = format!("{a_alias}->{b_alias}");
+    let reverse = format!("{b_alias}->{a_alias}");
+    let log = "info,librdkafka=warn,rdkafka=warn";
+    let near_b = Strait::launch(&format!("{p}-b"), &toml, log, &["--flow", &forward]);
+    let near_a = Strait::launch(&format!("{p}-a"), &toml, log, &["--flow", &reverse]);
+    let total = (na + nb) as i64;
+    wait_until("both sides hold both sides' records", Duration::from_secs(60), || {
+        count(&a, &topic) == Some(total) && count(&b, &topic) == Some(total)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for (strait, runs, not) in [(near_b, &forward, &reverse), (near_a, &reverse, &forward)] {
+        let logs = strait.logs();
+        assert!(strait.stop().success(), "{logs}");
+        assert!(logs.contains(&format!("flow={runs} ")), "runs {runs}: {logs}");
+        assert!(!logs.contains(&format!("flow={not} ")), "never starts {not}: {logs}");
+    }
+    for side in [&a, &b] {
+        let v = values(side, &topic);
+        assert_eq!(v.len(), na + nb, "every record present");
+        assert!(v.values().all(|n| *n == 1), "every record exactly once");
+    }
+}

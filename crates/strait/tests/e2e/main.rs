@@ -29,6 +29,7 @@ mod security;
 mod selection;
 mod sink;
 mod startup_errors;
+mod status_regions;
 mod throttle;
 mod wire;
 mod wire_offsets;

@@ -1,0 +1,60 @@
+//! `strait status` with one region down: a config holding a flow whose target does not answer
+//! reports every other flow on stdout and names the one it cannot read (cluster, address), exit
+//! 1. Before, it exited 1 at the first such flow with nothing on stdout.
+
+use std::process::Command;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_reports_every_flow_it_can_and_names_the_ones_it_cannot() {
+    let (a, b) = (cluster(1), cluster(2));
+    let p = unique("stregion");
+    let topic = format!("{p}-t");
+    create_topic(&a, &topic, 2, &[]).await;
+    // A target region that is down: nothing listens there.
+    let down = free_addr();
+    let toml = format!(
+        r#"
+[[clusters]]
+alias = "{p}a"
+bootstrap_servers = "{a}"
+[[clusters]]
+alias = "{p}b"
+bootstrap_servers = "{b}"
+[[clusters]]
+alias = "{p}c"
+bootstrap_servers = "{down}"
+
+[[flows]]
+source = "{p}a"
+target = "{p}c"
+topics = ["{p}-.*"]
+
+[[flows]]
+source = "{p}a"
+target = "{p}b"
+topics = ["{p}-.*"]
+"#
+    );
+    let path = write_config(&p, &toml);
+    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["status", "--output", "json", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the flows it could read, as JSON");
+    let rows: Vec<(&str, &str)> = status["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["flow"].as_str().unwrap(), r["topic"].as_str().unwrap()))
+        .collect();
+    let healthy = format!("{p}a->{p}b");
+    assert!(rows.iter().all(|(flow, _)| *flow == healthy), "only the healthy flow's rows: {rows:?}");
+    assert_eq!(rows.iter().filter(|(_, t)| *t == topic).count(), 2, "both partitions of its topic: {rows:?}");
+    let named = format!("flow {p}a->{p}c: target cluster {p}c at {down} does not answer");
+    assert!(stderr.contains(&named), "names the flow it cannot read ({named}): {stderr}");
+}
