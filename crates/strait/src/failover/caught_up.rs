@@ -41,14 +41,21 @@ pub struct Lag {
     pub unreplicated: i64,
 }
 
+/// Which cluster of a flow an error came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Source,
+    Target,
+}
+
 /// Checks `partitions` of `flow`'s source every 500 ms until none has a record left to replicate
 /// or `wait` has passed; returns the last check and the saved positions it used.
-/// Errors: a cluster does not answer.
+/// Errors: a cluster does not answer, with the side it is on.
 pub async fn wait(
     flow: &Flow,
     partitions: &BTreeSet<(String, i32)>,
     wait: Duration,
-) -> Result<(BTreeMap<(String, i32), Lag>, Positions), KafkaError> {
+) -> Result<(BTreeMap<(String, i32), Lag>, Positions), (Side, KafkaError)> {
     let deadline = Instant::now() + wait;
     let reader: LoggedConsumer = flow
         .source
@@ -58,12 +65,13 @@ pub async fn wait(
             ("isolation.level", "read_committed"),
             ("enable.partition.eof", "false"),
         ])
-        .create_with_context(ClientLog)?;
+        .create_with_context(ClientLog)
+        .map_err(|e| (Side::Source, e))?;
     let reader = std::sync::Arc::new(reader);
     loop {
-        let saved = positions::load(&flow.target, &flow.name).await?;
+        let saved = positions::load(&flow.target, &flow.name).await.map_err(|e| (Side::Target, e))?;
         let (reader2, wanted, known) = (reader.clone(), partitions.clone(), saved.clone());
-        let lags = blocking(move || check(&reader2, &wanted, &known)).await?;
+        let lags = blocking(move || check(&reader2, &wanted, &known)).await.map_err(|e| (Side::Source, e))?;
         if lags.values().all(|l| l.unreplicated == 0) || Instant::now() >= deadline {
             return Ok((lags, saved));
         }

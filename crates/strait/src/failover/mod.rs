@@ -131,9 +131,10 @@ async fn planned(
     for group in &groups {
         used.extend(source.committed(&group.name, &partitions).await.map_err(&on_source)?.into_keys());
     }
-    let (lags, saved) = caught_up::wait(&flow, &used, wait)
-        .await
-        .map_err(|e| connect_error(format!("reading the lag of flow {} (source and target clusters)", flow.name), e))?;
+    let (lags, saved) = caught_up::wait(&flow, &used, wait).await.map_err(|(side, e)| match side {
+        caught_up::Side::Source => on_source(e),
+        caught_up::Side::Target => on_target(e),
+    })?;
     let mut report = Report::new(&flow, "planned");
     let behind: i64 = lags.values().map(|l| l.unreplicated).sum();
     for ((topic, partition), lag) in &lags {

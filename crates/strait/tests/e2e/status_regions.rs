@@ -58,3 +58,25 @@ topics = ["{p}-.*"]
     let named = format!("flow {p}a->{p}c: target cluster {p}c at {down} does not answer");
     assert!(stderr.contains(&named), "names the flow it cannot read ({named}): {stderr}");
 }
+
+/// A planned failover whose target does not answer fails naming the target cluster, its role
+/// and address. Before, it said "reading the lag of flow ... (source and target clusters)".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failover_whose_target_does_not_answer_names_it() {
+    let f = TopicFlow::new("fotarget", 1).await;
+    let down = free_addr();
+    let toml =
+        f.config("").replace(&format!("bootstrap_servers = \"{}\"", f.b), &format!("bootstrap_servers = \"{down}\""));
+    let path = write_config(&f.p, &toml);
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["failover", "--mode", "planned", "--wait-ms", "1000", "--config"])
+        .arg(&path)
+        .args(["--flow", &format!("{}->{}", f.src, f.dst)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let named = format!("target cluster {} at {down}", f.dst);
+    assert!(stderr.contains(&named), "names the target ({named}) after {:?}: {stderr}", started.elapsed());
+}
