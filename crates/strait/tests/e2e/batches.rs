@@ -370,6 +370,7 @@ async fn fetch_uncommitted(bootstrap: &str, topic: &str) -> Vec<Vec<u8>> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "strait-test-uncommitted")
+        .set("enable.auto.commit", "false")
         .set("isolation.level", "read_uncommitted")
         .create()
         .unwrap();

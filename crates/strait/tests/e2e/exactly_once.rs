@@ -264,6 +264,7 @@ async fn exactly_once_records_of_a_source_at_rest_are_visible_well_before_commit
     let tail: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &b)
         .set("group.id", "strait-test-tail")
+        .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("fetch.wait.max.ms", "10")
         .create()
