@@ -1,8 +1,10 @@
 //! Shared Kafka client plumbing: blocking calls off the async workers, small control-record
 //! produces, cluster ids; reading state topics to their end ([`StateReader`], `read_committed`),
-//! classifying start-up failures ([`classify_start`]), and the watermarks of many partitions in one
-//! request per broker ([`watermarks`]) are its submodules.
+//! classifying start-up failures ([`classify_start`]), the watermarks of many partitions in one
+//! request per broker ([`watermarks`]) and the lag in records a consumer can read, transaction
+//! markers left out ([`LagReader`]) are its submodules.
 
+mod lag;
 mod start_failure;
 mod state_reader;
 mod watermarks;
@@ -10,6 +12,7 @@ mod watermarks;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use self::lag::{Gap, LagReader};
 pub use self::start_failure::{classify_start, connect_error, is_denied, StartFailure};
 pub use self::state_reader::{read_to_end, KeyedRecord, RawRecord, StateReader};
 pub use self::watermarks::{watermarks, watermarks_in_lists, Watermarks};

@@ -13,7 +13,7 @@ use strait_mm2::Checkpoint;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, read_to_end, topic_partition_counts, watermarks, METADATA_TIMEOUT};
+use crate::kafka::{blocking, read_to_end, topic_partition_counts, watermarks, Gap, LagReader, METADATA_TIMEOUT};
 use crate::positions::{self, Invalid};
 
 /// One source partition of a flow.
@@ -32,8 +32,10 @@ pub struct PartitionStatus {
     pub end: Option<i64>,
     /// Next source offset Strait will copy, as saved on the target; `None` before its first commit.
     pub position: Option<i64>,
-    /// Records not yet replicated: `end` minus the position (or the log start when none); `None`
-    /// when the source does not answer or the position cannot be true.
+    /// Records not yet replicated, as a `read_committed` consumer reads them from the position (or
+    /// the log start when none) to `end`: transaction markers are not records, so a partition
+    /// whose only offsets left are markers has lag 0 (`crate::kafka::LagReader`); `None` when the
+    /// source does not answer or the position cannot be true.
     pub lag: Option<i64>,
     /// Why the saved position cannot be true (it does not decode, is below zero, or lies past the
     /// source's end: the flow rebuilds it at its next start, or stops, docs/operations.md);
@@ -115,9 +117,11 @@ pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError>
 }
 
 /// Every source partition `flow` copies, with the source's offsets (one request per broker) and
-/// the lag. Errors: the source does not answer.
+/// the lag in records a `read_committed` consumer can read ([`LagReader`]: a trailing commit
+/// marker is no lag). Errors: the source does not answer.
 async fn source_rows(flow: &Flow, loaded: &positions::Loaded) -> Result<Vec<PartitionStatus>, KafkaError> {
     let consumer: LoggedConsumer = flow.source.client_config(&[]).create_with_context(ClientLog)?;
+    let reader = LagReader::new(&flow.source)?;
     let (name, reached, loaded) = (flow.name.clone(), flow.clone(), loaded.clone());
     blocking(move || {
         let copied: Vec<(String, i32)> = topic_partition_counts(consumer.client(), METADATA_TIMEOUT)?
@@ -128,30 +132,36 @@ async fn source_rows(flow: &Flow, loaded: &positions::Loaded) -> Result<Vec<Part
             })
             .collect();
         let marks = watermarks(&consumer, copied.iter().map(|(t, p)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
-        let mut rows = copied
-            .into_iter()
-            .map(|(topic, partition)| {
-                let (log_start, end) = marks.get(&topic, partition)?;
-                let tp = (topic.clone(), partition);
-                let position = loaded.valid.get(&tp).map(|s| s.next_offset);
-                let invalid = match (loaded.invalid.get(&tp), position) {
-                    (Some((_, why)), _) => Some(why.clone()),
-                    (None, Some(next_offset)) if next_offset > end => Some(Invalid::PastEnd { next_offset, end }),
-                    _ => None,
-                };
-                let lag = invalid.is_none().then(|| (end - position.unwrap_or(log_start).max(log_start)).max(0));
-                Ok(PartitionStatus {
-                    flow: name.clone(),
-                    topic,
-                    partition,
-                    log_start: Some(log_start),
-                    end: Some(end),
-                    position,
-                    lag,
-                    invalid: invalid.map(|why| why.to_string()),
-                })
-            })
-            .collect::<Result<Vec<_>, KafkaError>>()?;
+        let mut rows = Vec::with_capacity(copied.len());
+        let mut gaps = Vec::new();
+        for (topic, partition) in copied {
+            let (log_start, end) = marks.get(&topic, partition)?;
+            let tp = (topic.clone(), partition);
+            let position = loaded.valid.get(&tp).map(|s| s.next_offset);
+            let invalid = match (loaded.invalid.get(&tp), position) {
+                (Some((_, why)), _) => Some(why.clone()),
+                (None, Some(next_offset)) if next_offset > end => Some(Invalid::PastEnd { next_offset, end }),
+                _ => None,
+            };
+            if invalid.is_none() {
+                let from = position.unwrap_or(log_start).max(log_start);
+                gaps.push((rows.len(), Gap { topic: topic.clone(), partition, from, end }));
+            }
+            rows.push(PartitionStatus {
+                flow: name.clone(),
+                topic,
+                partition,
+                log_start: Some(log_start),
+                end: Some(end),
+                position,
+                lag: None,
+                invalid: invalid.map(|why| why.to_string()),
+            });
+        }
+        let lags = reader.lags(&gaps.iter().map(|(_, g)| g.clone()).collect::<Vec<_>>())?;
+        for ((row, _), lag) in gaps.into_iter().zip(lags) {
+            rows[row].lag = Some(lag);
+        }
         rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         Ok::<_, KafkaError>(rows)
     })

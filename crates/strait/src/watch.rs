@@ -1,6 +1,8 @@
 //! What an operator watches of a running flow, read every few seconds: the replication lag
-//! (source high watermarks asked of the source cluster, one request per broker, against the positions the flow committed,
-//! so it keeps growing while the target is down and nothing commits), a "catching up" line every
+//! (source end offsets asked of the source cluster, one request per broker, against the positions the flow committed,
+//! so it keeps growing while the target is down and nothing commits; counted in records a
+//! `read_committed` consumer can read, so transaction markers, the reverse flow's commit markers
+//! of an exactly-once active/active pair above all, are no lag: `crate::kafka::LagReader`), a "catching up" line every
 //! `progress_log_interval_ms` while behind, and whether the target answers (for `/ready`).
 
 use std::collections::HashMap;
@@ -15,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, watermarks, METADATA_TIMEOUT};
+use crate::kafka::{blocking, watermarks, Gap, LagReader, METADATA_TIMEOUT};
 use crate::metrics::metrics;
 
 /// Longest time between two readings.
@@ -50,13 +52,11 @@ impl Committed {
 /// Watches `flow` until `cancel`: sets its lag gauges, logs its progress while behind and
 /// records whether its target answers. A cluster that does not answer is read again next time.
 pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: CancellationToken) {
-    let clients = flow
-        .source
-        .client_config(&[])
-        .create_with_context(ClientLog)
-        .and_then(|s| Ok((s, flow.target.client_config(&[]).create_with_context(ClientLog)?)));
-    let (consumer, target): (Arc<LoggedConsumer>, Arc<LoggedConsumer>) = match clients {
-        Ok((s, t)) => (Arc::new(s), Arc::new(t)),
+    let clients = flow.source.client_config(&[]).create_with_context(ClientLog).and_then(|s| {
+        Ok((s, LagReader::new(&flow.source)?, flow.target.client_config(&[]).create_with_context(ClientLog)?))
+    });
+    let (consumer, reader, target): (Arc<LoggedConsumer>, Arc<LagReader>, Arc<LoggedConsumer>) = match clients {
+        Ok((s, r, t)) => (Arc::new(s), Arc::new(r), Arc::new(t)),
         Err(e) => return tracing::error!(flow = %flow.name, error = %e, "lag readings cannot start"),
     };
     let mut tick = tokio::time::interval(LAG_INTERVAL.min(flow.reading.progress_log_interval));
@@ -72,17 +72,20 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
         let answers = blocking(move || probe.fetch_metadata(None, TARGET_PROBE_TIMEOUT).is_ok()).await;
         metrics().set_target_answers(&flow.name, answers);
         let positions = committed.snapshot();
-        let reader = consumer.clone();
+        let (marker, reader) = (consumer.clone(), reader.clone());
         let read = blocking(move || {
-            let marks = watermarks(&reader, positions.iter().map(|((t, p), _)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
-            positions
+            let marks = watermarks(&marker, positions.iter().map(|((t, p), _)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
+            let gaps = positions
                 .into_iter()
-                .map(|((t, p), next)| {
-                    let (low, high) = marks.get(&t, p)?;
-                    let next = next.unwrap_or(low).max(low);
-                    Ok(((t, p), (high - next).max(0), next))
+                .map(|((topic, partition), next)| {
+                    let (low, end) = marks.get(&topic, partition)?;
+                    Ok(Gap { topic, partition, from: next.unwrap_or(low).max(low), end })
                 })
-                .collect::<Result<Vec<_>, KafkaError>>()
+                .collect::<Result<Vec<_>, KafkaError>>()?;
+            let lags = reader.lags(&gaps)?;
+            Ok::<_, KafkaError>(
+                gaps.into_iter().zip(lags).map(|(g, lag)| ((g.topic, g.partition), lag, g.from)).collect::<Vec<_>>(),
+            )
         })
         .await;
         let readings = match read {

@@ -17,6 +17,7 @@ mod failover;
 mod failure;
 mod faults;
 mod fidelity;
+mod idle_lag;
 mod invalid_positions;
 mod metrics;
 mod multi_broker;
