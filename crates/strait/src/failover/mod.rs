@@ -88,11 +88,12 @@ pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Opt
         Mode::Auto => match tokio::time::timeout(options.source_timeout, source.list(None)).await {
             Ok(Ok(groups)) => Some(groups),
             Ok(Err(e)) => {
-                tracing::warn!(flow = %flow.name, error = %e, "the source cluster does not answer: unplanned failover");
+                tracing::warn!(flow = %flow.name, error = %e, "{}: unplanned failover", not_answering(&flow.source));
                 None
             }
             Err(_) => {
-                tracing::warn!(flow = %flow.name, timeout = ?options.source_timeout, "the source cluster does not answer: unplanned failover");
+                let timeout = options.source_timeout;
+                tracing::warn!(flow = %flow.name, ?timeout, "{}: unplanned failover", not_answering(&flow.source));
                 None
             }
         },
@@ -110,6 +111,12 @@ pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Opt
         report.problems.push(format!("no consumer group {from} matches the groups asked for: nothing moved"));
     }
     Ok(report)
+}
+
+/// "source cluster `alias` at `address` does not answer", for the source that decides an
+/// unplanned failover.
+fn not_answering(source: &ClusterConfig) -> String {
+    format!("source cluster {} at {} does not answer", source.alias, source.bootstrap_servers)
 }
 
 /// Names `cluster` (its `role`, alias and address) in an error from it.
@@ -192,7 +199,9 @@ async fn planned(
                 report.problems.extend(problem);
                 skipped(name, rows, None)
             }
-            None => move_group(&mut target, name, rows, None, &mut report.problems).await.map_err(&on_target)?,
+            None => move_group((&mut target, &flow.target), name, rows, None, &mut report.problems)
+                .await
+                .map_err(&on_target)?,
         };
         report.groups.push(moved);
     }
@@ -256,16 +265,19 @@ async fn unplanned(flow: Arc<Flow>, filter: &NameFilter) -> Result<Report, Conne
             })
             .collect();
         let age = written.get(&group).map(|ts| (now - ts).max(0));
-        let moved = move_group(&mut target, &group, rows, age, &mut report.problems).await.map_err(&on_target)?;
+        let moved = move_group((&mut target, &flow.target), &group, rows, age, &mut report.problems)
+            .await
+            .map_err(&on_target)?;
         report.groups.push(moved);
     }
     Ok(report)
 }
 
-/// Commits `rows` of `group` on the target where they move it forward, unless the group has
-/// active members there. Errors: the target cannot be read.
+/// Commits `rows` of `group` on the target (`target`, a client of `cluster`) where they move it
+/// forward, unless the group has active members there; a refused commit is a problem naming the
+/// cluster. Errors: the target cannot be read.
 async fn move_group(
-    target: &mut GroupClient,
+    (target, cluster): (&mut GroupClient, &ClusterConfig),
     group: &str,
     mut rows: Vec<GroupPartition>,
     checkpoint_age_ms: Option<i64>,
@@ -292,7 +304,8 @@ async fn move_group(
     }
     if !commits.is_empty() {
         if let Err(e) = target.commit(group, &commits).await {
-            problems.push(format!("group {group}: the target refused the commit: {e}"));
+            let (alias, at) = (&cluster.alias, &cluster.bootstrap_servers);
+            problems.push(format!("group {group}: target cluster {alias} at {at} refused the commit: {e}"));
             return Ok(skipped(group, rows, checkpoint_age_ms));
         }
     }

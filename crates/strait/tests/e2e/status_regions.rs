@@ -1,6 +1,7 @@
-//! `strait status` with one region down: a config holding a flow whose target does not answer
-//! reports every other flow on stdout and names the one it cannot read (cluster, address), exit
-//! 1. Before, it exited 1 at the first such flow with nothing on stdout.
+//! A region down: `strait status` with a config holding a flow whose target does not answer
+//! reports every other flow on stdout and names the one it cannot read (cluster, address), with
+//! exit 1 (before, it exited 1 at the first such flow with nothing on stdout); `strait failover`
+//! names the cluster that does not answer, its role and address.
 
 use std::process::Command;
 
@@ -79,4 +80,24 @@ async fn a_failover_whose_target_does_not_answer_names_it() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let named = format!("target cluster {} at {down}", f.dst);
     assert!(stderr.contains(&named), "names the target ({named}) after {:?}: {stderr}", started.elapsed());
+}
+
+/// A failover that finds its source down names it (cluster, address) where it turns unplanned.
+/// Before, it said "the source cluster does not answer: unplanned failover" and nothing more.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failover_whose_source_does_not_answer_names_it() {
+    let f = TopicFlow::new("fosource", 1).await;
+    let down = free_addr();
+    let toml =
+        f.config("").replace(&format!("bootstrap_servers = \"{}\"", f.a), &format!("bootstrap_servers = \"{down}\""));
+    let path = write_config(&f.p, &toml);
+    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["failover", "--source-timeout-ms", "2000", "--config"])
+        .arg(&path)
+        .args(["--flow", &format!("{}->{}", f.src, f.dst)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let named = format!("source cluster {} at {down} does not answer: unplanned failover", f.src);
+    assert!(stderr.contains(&named), "names the source ({named}): {stderr}");
 }
