@@ -256,3 +256,15 @@ fn run_with_an_unknown_flow_exits_2_listing_the_flows() {
         "{stderr}"
     );
 }
+
+/// `strait run --help` documents `--flow`: repeatable, every flow without it.
+#[test]
+fn run_help_documents_flow() {
+    let out = strait(&["run", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{help}");
+    assert!(
+        help.contains("--flow <FLOW>") && help.contains("repeat it") && help.contains("Default: every flow"),
+        "{help}"
+    );
+}
