@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use rdkafka::error::KafkaError;
 
+use strait_connect::ConnectError;
+
 use super::history::SyncHistory;
+use super::on_cluster_of;
 use super::report::GroupPartition;
 use crate::config::Flow;
 use crate::control::checkpoint::groups::GroupClient;
@@ -26,9 +29,11 @@ pub struct Back {
 }
 
 impl Back {
-    /// Reads `reverse`'s saved positions and offset syncs. Errors: a cluster cannot be read.
-    pub async fn load(flow: &Flow, reverse: &Arc<Flow>) -> Result<Self, KafkaError> {
-        let saved = positions::load(&reverse.target, &reverse.name).await?;
+    /// Reads `reverse`'s saved positions and offset syncs. Errors: a cluster cannot be read,
+    /// named with its role in `flow`.
+    pub async fn load(flow: &Flow, reverse: &Arc<Flow>) -> Result<Self, ConnectError> {
+        let saved =
+            positions::load(&reverse.target, &reverse.name).await.map_err(on_cluster_of(flow, &reverse.target))?;
         let mut topics = BTreeMap::new();
         let mut partitions = Vec::new();
         for (topic, partition) in saved.keys() {
@@ -40,7 +45,8 @@ impl Back {
             partitions.push((on_b, *partition));
         }
         partitions.sort();
-        Ok(Self { topics, partitions, saved, history: SyncHistory::load(reverse).await? })
+        let history = SyncHistory::load(reverse).await.map_err(on_cluster_of(flow, reverse.offset_syncs().0))?;
+        Ok(Self { topics, partitions, saved, history })
     }
 
     /// `group`'s rows for the topics `reverse` wrote on B, from its committed offsets there.

@@ -119,6 +119,11 @@ fn not_answering(source: &ClusterConfig) -> String {
     format!("source cluster {} at {} does not answer", source.alias, source.bootstrap_servers)
 }
 
+/// Names `cluster`, one of `flow`'s two, in an error from it, with its role in `flow`.
+fn on_cluster_of<'a>(flow: &Flow, cluster: &'a ClusterConfig) -> impl Fn(KafkaError) -> ConnectError + 'a {
+    on(cluster, if cluster.alias == flow.source.alias { "source" } else { "target" })
+}
+
 /// Names `cluster` (its `role`, alias and address) in an error from it.
 fn on<'a>(cluster: &'a ClusterConfig, role: &'a str) -> impl Fn(KafkaError) -> ConnectError + 'a {
     move |e| connect_error(format!("{role} cluster {} at {}", cluster.alias, cluster.bootstrap_servers), e)
@@ -156,9 +161,9 @@ async fn planned(
     }
     // Read after the wait: the groups' last commits and the offset syncs of the last batches.
     translator.catch_up().await.map_err(&on_target)?;
-    let history = SyncHistory::load(&flow).await.map_err(&on_target)?;
+    let history = SyncHistory::load(&flow).await.map_err(on_cluster_of(&flow, flow.offset_syncs().0))?;
     let back = match &reverse {
-        Some(reverse) => Some(back::Back::load(&flow, reverse).await.map_err(&on_source)?),
+        Some(reverse) => Some(back::Back::load(&flow, reverse).await?),
         None => None,
     };
     let mut target = GroupClient::new(&flow.target).map_err(&on_target)?;
@@ -245,7 +250,13 @@ async fn unplanned(flow: Arc<Flow>, filter: &NameFilter) -> Result<Report, Conne
         report.partitions.push(PartitionReport::unplanned(topic, *partition, s, now));
     }
     report.partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-    let history = SyncHistory::load(&flow).await.map_err(&on_target)?;
+    // The source is not asked: offset syncs written there (`offset_syncs_topic_location =
+    // "source"`) went with it, and the checkpoints alone place the groups.
+    let history = if flow.offset_syncs().0.alias == flow.source.alias {
+        SyncHistory::default()
+    } else {
+        SyncHistory::load(&flow).await.map_err(&on_target)?
+    };
     let (src, dst) = (&flow.source.alias, &flow.target.alias);
     let source_topic: BTreeMap<String, &String> =
         saved.keys().map(|(t, _)| (flow.policy.rename_for_checkpoint(t, src, dst), t)).collect();

@@ -4,6 +4,7 @@
 //! names the cluster that does not answer, its role and address.
 
 use std::process::Command;
+use std::time::Duration;
 
 use crate::support::*;
 
@@ -100,4 +101,38 @@ async fn a_failover_whose_source_does_not_answer_names_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let named = format!("source cluster {} at {down} does not answer: unplanned failover", f.src);
     assert!(stderr.contains(&named), "names the source ({named}): {stderr}");
+}
+
+/// An unplanned failover never asks the lost source: with `offset_syncs_topic_location =
+/// "source"` the offset syncs went with it, and the group moves by its newest checkpoint.
+/// Before, reading those syncs failed the whole failover, blamed on the target cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unplanned_failover_with_offset_syncs_on_the_lost_source_moves_by_checkpoints() {
+    let f = TopicFlow::new("fosyncsrc", 1).await;
+    let group = format!("{}-g", f.p);
+    produce(&f.a, &f.topic, &(0..100).map(|i| Rec::simple(0, &format!("v{i}"))).collect::<Vec<_>>()).await;
+    commit_group(&f.a, &group, &[(&f.topic, 0, 60)]);
+    let settings = "offset_syncs_topic_location = \"source\"\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000";
+    let strait = Strait::start(&f.p, &f.config(settings));
+    let checkpoint = || last_checkpoint(&checkpoints(&f.b, &f.src), &group, &f.remote, 0);
+    wait_until("a checkpoint of the group at 60", Duration::from_secs(60), || {
+        checkpoint().is_some_and(|(up, _)| up == 60)
+    })
+    .await;
+    assert!(strait.stop().success());
+    let (_, downstream) = checkpoint().unwrap();
+    let down = free_addr();
+    let lost = f
+        .config(settings)
+        .replace(&format!("bootstrap_servers = \"{}\"", f.a), &format!("bootstrap_servers = \"{down}\""));
+    let path = write_config(&format!("{}-lost", f.p), &lost);
+    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["failover", "--mode", "unplanned", "--config"])
+        .arg(&path)
+        .args(["--flow", &format!("{}->{}", f.src, f.dst)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(committed(&f.b, &group, &f.remote, 1).get(&0), Some(&downstream), "moved by the checkpoint: {stderr}");
 }
