@@ -117,11 +117,21 @@ fn import_mm2(path: &std::path::Path) -> ExitCode {
 }
 
 async fn status(flows: Vec<Flow>, output: Output) -> ExitCode {
-    let mut status = strait::status::Status::default();
     // Every flow that can be read is reported; one whose target does not answer (a region
-    // down) is named and the others still print.
-    for flow in &flows {
-        if let Err(e) = strait::status::collect(flow, &mut status).await {
+    // down) is named and the others still print. The flows are read at once, so a region down
+    // costs one timeout, not one per flow.
+    let read = futures::future::join_all(flows.iter().map(|flow| async move {
+        let mut one = strait::status::Status::default();
+        let result = strait::status::collect(flow, &mut one).await;
+        (flow, one, result)
+    }))
+    .await;
+    let mut status = strait::status::Status::default();
+    for (flow, one, result) in read {
+        status.partitions.extend(one.partitions);
+        status.checkpoints.extend(one.checkpoints);
+        status.problems.extend(one.problems);
+        if let Err(e) = result {
             let (alias, at) = (&flow.target.alias, &flow.target.bootstrap_servers);
             status.problems.push(format!(
                 "flow {}: target cluster {alias} at {at} does not answer ({e}): its positions and checkpoints are unknown",
