@@ -10,8 +10,10 @@
 //! flow reads it. When the consumer's position reaches `end` without a record, nothing is left to
 //! copy: lag 0. When a record comes, the lag is counted from it to `end` (markers after it still
 //! count: exact at 0, an upper bound otherwise). A gap longer than [`READ_GAP`] offsets is not
-//! read (a flow that far behind is catching up; its markers are a small share of the gap), nor is
-//! one whose read makes no progress for [`STALL`]: both count every offset in it.
+//! read (a flow that far behind is catching up or copying a busy partition; its markers are a
+//! small share of the gap), nor is one whose read makes no progress for [`STALL`]: both count
+//! every offset in it. So a reading costs a small fetch per partition that is nearly caught up,
+//! and nothing for the others.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -24,7 +26,7 @@ use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::ClusterConfig;
 
 /// Longest gap, in offsets, that is read; a longer one counts as that many records.
-const READ_GAP: i64 = 1_000;
+const READ_GAP: i64 = 100;
 /// Longest a read waits without a record or its position moving.
 const STALL: Duration = Duration::from_secs(2);
 /// How long one poll waits.
@@ -78,7 +80,10 @@ impl LagReader {
                 ("enable.auto.commit", "false"),
                 ("isolation.level", "read_committed"),
                 ("enable.partition.eof", "false"),
+                // Bounds what one reading fetches: a batch or so per partition, 1 MiB at a time.
                 ("max.partition.fetch.bytes", "65536"),
+                ("fetch.max.bytes", "1048576"),
+                ("queued.max.messages.kbytes", "1024"),
             ])
             .create_with_context(ClientLog)?;
         Ok(Self { consumer })
