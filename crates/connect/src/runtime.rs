@@ -13,8 +13,8 @@
 //! tasks (KIP-618's `transaction.boundary = poll`) with a floor. A catch-up, whose polls come back
 //! full, still commits at the bounds.
 //! Without transactions a batch is ended behind ([`Sink::commit_behind`]): the next batch is put
-//! while the sink still awaits the last one's acks, and the sink is flushed before a pause, a
-//! stop, or an idle wait for records.
+//! while the sink still awaits the last one's acks; the sink is flushed before a pause or a
+//! stop, and saves what is acknowledged ([`Sink::save_acknowledged`]) while it waits for records.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -246,8 +246,9 @@ where
             let (polled, mut polled_bytes) = (records.len(), 0);
             let starts = self.source.positions_without_records();
             if records.is_empty() && starts.is_empty() && self.sink.behind() {
-                // Nothing to read: what the sink holds back is written now, not at the next record.
-                self.sink.flush().await?;
+                // Nothing to read: what the sink holds back is saved now, not at the next record
+                // (as far as it is written: a partition stuck at the target holds back only itself).
+                self.sink.save_acknowledged().await?;
             }
             if (!records.is_empty() || !starts.is_empty()) && batch.started.is_none() {
                 batch.started = Some(Instant::now());

@@ -111,10 +111,19 @@ pub trait Sink<K, V>: Send {
 
     /// Whether the sink holds back work a [`Sink::flush`] would finish: a batch ended by
     /// [`Sink::commit_behind`] not yet durable, or records put but not yet sent. The runtime
-    /// then flushes before it pauses or stops, and when a poll finds nothing to put. Default:
-    /// false.
+    /// then flushes before it pauses or stops, and calls [`Sink::save_acknowledged`] when a
+    /// poll finds nothing to put. Default: false.
     fn behind(&self) -> bool {
         false
+    }
+
+    /// Saves what of the batches ended by [`Sink::commit_behind`] is durable by now, waiting
+    /// briefly for the rest but not for all of it: a record that cannot be written yet (its
+    /// partition's leader does not answer) holds back only its own partition's positions, not
+    /// the flow. The runtime calls it while [`Sink::behind`] and the source has nothing to put.
+    /// Errors: as [`Sink::flush`]. Default: [`Sink::flush`].
+    async fn save_acknowledged(&mut self) -> ConnectResult<()> {
+        self.flush().await
     }
 
     /// Aborts the current transaction: nothing put since [`Sink::begin`] becomes visible, and

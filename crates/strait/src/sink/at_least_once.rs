@@ -25,6 +25,11 @@ use crate::record::ReplicatedRecord;
 /// saving the positions of those written.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a flow with nothing to read waits for the acks of the batches it ended before saving
+/// what they reached: long enough for a healthy target to answer, short enough that a partition
+/// whose leader does not answer costs the others little.
+const ACK_WAIT: Duration = Duration::from_millis(100);
+
 /// The at-least-once mode's state.
 pub struct AtLeastOnce {
     /// The slot's writer of offset syncs and positions.
@@ -185,6 +190,12 @@ impl AtLeastOnce {
         if let Err(failed) = w.await_acks().await {
             return Err(self.stop_on(w, failed).await);
         }
+        self.save_all(w, positions).await
+    }
+
+    /// Every record acknowledged: saves every batch ended, `positions`, and every offset sync
+    /// decided (the delayed ones promoted).
+    async fn save_all(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
         w.cuts.all_acked(&w.syncs);
         let mut records = w.reached_records();
         records.extend(w.position_records(positions));
@@ -201,6 +212,24 @@ impl AtLeastOnce {
             return Err(self.stop_on(w, failed).await);
         }
         w.end_batch(positions);
+        self.save_reached(w).await
+    }
+
+    /// [`strait_connect::Sink::save_acknowledged`]: waits up to [`ACK_WAIT`] for every ack.
+    /// All in, it saves as a flush does (the delayed offset syncs too, so a quiet partition's
+    /// last record is synced); else the positions reached so far, as [`Self::end_batch`] does.
+    /// Errors: a record whose ack failed; the previous state write's error.
+    pub async fn save_acknowledged(&mut self, w: &mut Writer) -> ConnectResult<()> {
+        match tokio::time::timeout(ACK_WAIT, w.await_acks()).await {
+            Ok(Err(failed)) => Err(self.stop_on(w, failed).await),
+            Ok(Ok(())) => self.save_all(w, &[]).await,
+            Err(_) => self.save_reached(w).await,
+        }
+    }
+
+    /// Starts saving the positions reached and the offset syncs decided, unless a state write
+    /// is still under way (they then go with the next).
+    async fn save_reached(&mut self, w: &mut Writer) -> ConnectResult<()> {
         if self.state.writing() {
             return Ok(());
         }
@@ -254,7 +283,7 @@ impl AtLeastOnce {
                 let from_failed = matches!(failed, InFlight::Record { topic: t, partition: p, upstream: u, .. }
                     if t == topic && p == partition && u <= upstream);
                 match downstream {
-                    Some(d) if !from_failed && !stopped.contains(&key) => w.acked(r, d),
+                    Some(d) if !from_failed && !stopped.contains(&key) => w.acked(&r, d),
                     _ => {
                         stopped.insert(key);
                     }

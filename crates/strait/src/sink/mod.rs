@@ -15,6 +15,7 @@
 //! `crates/strait/examples/replicate.rs`, which replicates between two clusters through the SPI
 //! alone.
 
+mod acks;
 mod at_least_once;
 mod batches;
 mod cuts;
@@ -163,6 +164,7 @@ impl TargetSink {
             last: HashMap::new(),
             topic_ids: TopicIds::default(),
             cuts: cuts::Cuts::default(),
+            sent: partitions::PartitionMap::default(),
             flow,
             slot,
             service,
@@ -278,6 +280,23 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
                 ended
             }
             Mode::ExactlyOnce(_) => self.commit().await,
+        }
+    }
+
+    /// At-least-once: waits briefly for the acks of the batches ended behind, then saves the
+    /// positions of each partition whose records are acknowledged (`sink/cuts.rs`), in the
+    /// background; a partition whose target leader does not answer keeps only its own back.
+    /// Exactly-once: [`Sink::flush`].
+    async fn save_acknowledged(&mut self) -> ConnectResult<()> {
+        self.records.release_all(&mut self.writer, &mut self.mode).await?;
+        match &mut self.mode {
+            Mode::AtLeastOnce(alo) => {
+                let started = alo.entered();
+                let saved = alo.save_acknowledged(&mut self.writer).await;
+                alo.returned(started);
+                saved
+            }
+            Mode::ExactlyOnce(eos) => eos.flush(&mut self.writer).await,
         }
     }
 

@@ -1,150 +1,40 @@
 //! The one place that talks to the target's producer: queues records, applies backpressure
-//! when librdkafka's queue is full, hands back acks in produce order, and (in exactly-once mode)
-//! runs its transactions.
+//! when librdkafka's queue is full, hands back acks as they arrive (in produce order within a
+//! partition, so a partition whose leader does not answer holds back no other's), and (in
+//! exactly-once mode) runs its transactions.
 //!
-//! Acks come from librdkafka's delivery callback (on the producer's polling thread) tagged with a
-//! sequence number, not a future per record, and are appended to a list the sink swaps out
-//! whole: per record, one push under a lock nobody else holds for long, no allocation and no
-//! wake-up unless the sink is waiting.
+//! Acks come tagged with a sequence number from the delivery callback (`sink/acks.rs`).
 //!
 //! At-least-once, the slots an instance owns share one record producer (issue 26: one producer
 //! per slot cost 2.7× the CPU per GB): each slot's service is a lane of it ([`ProduceService::join`]),
 //! with its own records in flight and acks, routed back by the lane the delivery opaque carries.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext};
-use tokio::sync::Notify;
+use rdkafka::producer::{BaseRecord, Producer};
 
+pub use super::acks::DataProducer;
+use super::acks::{Ack, AckContext, Acks, LANES, SEQ_BITS, SEQ_MASK};
 use crate::config::ClusterConfig;
 use crate::kafka::blocking;
-use crate::producer::{delivery_outcome, PolledProducer};
-
-/// A delivery report: the record's sequence number and its downstream offset or error.
-type Ack = (usize, Result<i64, KafkaError>);
-
-/// Delivery reports not yet taken by the sink, in arrival order.
-#[derive(Default)]
-struct Acks {
-    received: Mutex<Vec<Ack>>,
-    /// The sink is waiting for a report: the callback wakes it.
-    waiting: AtomicBool,
-    arrived: Notify,
-}
-
-impl Acks {
-    fn received(&self) -> MutexGuard<'_, Vec<Ack>> {
-        // Nothing panics while holding the lock; a poisoned list is still whole.
-        self.received.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Waits until a report may have arrived (it may also return early: callers check again).
-    async fn arrival(&self) {
-        let notified = self.arrived.notified();
-        self.waiting.store(true, Ordering::SeqCst);
-        // A report pushed before `waiting` was set is seen here; one pushed after sees `waiting`.
-        if self.received().is_empty() {
-            notified.await;
-        }
-        self.waiting.store(false, Ordering::SeqCst);
-    }
-}
-
-/// Bits of a delivery opaque holding the record's sequence number in its lane (wrapping: a lane
-/// never has more than [`MAX_TRACKED`] records in flight); the bits above hold the lane.
-const SEQ_BITS: u32 = usize::BITS - 16;
-const SEQ_MASK: usize = (1 << SEQ_BITS) - 1;
-/// Lanes a producer can tell apart at once: ids are handed out round this many, so a lane id
-/// comes back only after this many lanes more (acks of a dropped lane's records long arrived).
-const LANES: usize = 1 << 16;
-
-/// The lanes of a producer: each one's delivery reports, by lane id.
-#[derive(Default)]
-struct Lanes {
-    by_id: HashMap<usize, Arc<Acks>>,
-    next: usize,
-}
-
-/// Appends each delivery report to the list of the lane (the [`ProduceService`]) that sent it.
-#[derive(Default)]
-pub struct AckContext {
-    lanes: Mutex<Lanes>,
-}
-
-impl AckContext {
-    fn lanes(&self) -> MutexGuard<'_, Lanes> {
-        // Nothing panics while holding the lock; a poisoned map is still whole.
-        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A new lane reporting to `acks`: its id. `None` when [`LANES`] lanes are open.
-    fn open(&self, acks: Arc<Acks>) -> Option<usize> {
-        let mut lanes = self.lanes();
-        if lanes.by_id.len() >= LANES {
-            return None;
-        }
-        while lanes.by_id.contains_key(&lanes.next) {
-            lanes.next = (lanes.next + 1) % LANES;
-        }
-        let id = lanes.next;
-        lanes.next = (id + 1) % LANES;
-        lanes.by_id.insert(id, acks);
-        Some(id)
-    }
-
-    fn close(&self, lane: usize) {
-        self.lanes().by_id.remove(&lane);
-    }
-
-    /// How many services send through the producer.
-    fn open_lanes(&self) -> usize {
-        self.lanes().by_id.len()
-    }
-
-    /// Hands the report of the record with delivery opaque `opaque` to its lane; a closed lane's
-    /// reports are dropped (its records were given up with it).
-    fn route(&self, opaque: usize, outcome: Result<i64, KafkaError>) {
-        let lanes = self.lanes();
-        let Some(acks) = lanes.by_id.get(&(opaque >> SEQ_BITS)) else { return };
-        acks.received().push((opaque & SEQ_MASK, outcome));
-        if acks.waiting.load(Ordering::SeqCst) {
-            acks.arrived.notify_one();
-        }
-    }
-}
-
-impl ClientContext for AckContext {
-    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
-        crate::client_log::log(level, fac, message)
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        crate::client_log::error(&error, reason)
-    }
-}
-
-impl ProducerContext for AckContext {
-    type DeliveryOpaque = usize;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, opaque: usize) {
-        self.route(opaque, delivery_outcome(result));
-    }
-}
-
-/// The target producer (idempotent, acks=all, polled by its own thread; transactional in
-/// exactly-once mode).
-pub type DataProducer = PolledProducer<AckContext>;
+use crate::producer::PolledProducer;
 
 /// A produced record awaiting its ack, as the caller described it.
 struct Pending<M> {
     meta: M,
     downstream: Option<i64>,
     failed: Option<KafkaError>,
+    /// Its ack was handed to the caller (`on_ack`).
+    reported: bool,
+}
+
+impl<M> Pending<M> {
+    fn new(meta: M) -> Self {
+        Self { meta, downstream: None, failed: None, reported: false }
+    }
 }
 
 /// How long a record waits before it is offered again to librdkafka's full queue. Retrying
@@ -156,8 +46,8 @@ const QUEUE_FULL_RETRY: Duration = Duration::from_millis(1);
 
 /// Records in flight tracked at most while the queue is full: twice librdkafka's default
 /// `queue.buffering.max.messages` (100,000). More means that acks arrive behind one record still
-/// unacknowledged (a partition whose leader does not answer, say): the sink then waits for it
-/// rather than grow this list without bound.
+/// unacknowledged (a partition whose leader does not answer, say): their acks are handed on, but
+/// the sink then waits for that record rather than grow this list without bound.
 const MAX_TRACKED: usize = 200_000;
 
 /// Delivery errors that say the producer as a whole stopped (fenced, gap-less guarantee, purged,
@@ -279,19 +169,19 @@ impl<M: Clone> ProduceService<M> {
     /// Queues `record` described by `meta`. While librdkafka's queue is full, takes the acks
     /// received and retries every `QUEUE_FULL_RETRY` (waiting for the oldest records' acks
     /// once more than `MAX_TRACKED` are in flight), passing each acknowledged record to
-    /// `on_ack` in produce order. Errors: a final produce error (for this record or one whose ack
-    /// arrived meanwhile).
+    /// `on_ack` as its ack arrives (see [`Self::wait_acks`]). Errors: a final produce error
+    /// (for this record or one whose ack arrived meanwhile).
     pub async fn send(
         &mut self,
         mut record: BaseRecord<'_, [u8], [u8], usize>,
         meta: M,
-        on_ack: &mut impl FnMut(M, i64),
+        on_ack: &mut impl FnMut(&M, i64),
     ) -> Result<(), Failed<M>> {
         record = record.delivery_opaque((self.lane << SEQ_BITS) | ((self.first_seq + self.in_flight.len()) & SEQ_MASK));
         loop {
             match self.producer.send(record) {
                 Ok(()) => {
-                    self.in_flight.push_back(Pending { meta, downstream: None, failed: None });
+                    self.in_flight.push_back(Pending::new(meta));
                     return Ok(());
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
@@ -313,12 +203,15 @@ impl<M: Clone> ProduceService<M> {
         }
     }
 
-    /// Waits until at most `remaining` records are in flight, passing acknowledged records to
-    /// `on_ack` in produce order. Errors: the failed record at fault — the first, in produce
+    /// Waits until at most `remaining` records are in flight (a record leaves once it and every
+    /// record sent before it are acknowledged), passing each acknowledged record to `on_ack` as
+    /// its ack arrives: in produce order within a partition, while a record of another partition
+    /// sent before it may still wait. Once a record failed, acks are no longer handed on (see
+    /// [`Self::settle`]). Errors: the failed record at fault — the first, in produce
     /// order, refused for a reason of its own; when the producer stopped as a whole, every record
     /// in flight fails, so the others' outcomes are awaited to find it. After an error the records
     /// stay in flight, for [`Self::settle`] or [`Self::forget_in_flight`].
-    pub async fn wait_acks(&mut self, remaining: usize, on_ack: &mut impl FnMut(M, i64)) -> Result<(), Failed<M>> {
+    pub async fn wait_acks(&mut self, remaining: usize, on_ack: &mut impl FnMut(&M, i64)) -> Result<(), Failed<M>> {
         while self.in_flight.len() > remaining {
             match self.next_ack() {
                 Some((seq, outcome)) => self.take_ack(seq, outcome, on_ack)?,
@@ -331,7 +224,7 @@ impl<M: Clone> ProduceService<M> {
     /// Takes the acks already received, without waiting, like [`Self::wait_acks`]: called as
     /// records are sent, it keeps the records in flight few, so their bookkeeping stays in the
     /// CPU's cache. Errors: as [`Self::wait_acks`].
-    pub fn take_received_acks(&mut self, on_ack: &mut impl FnMut(M, i64)) -> Result<(), Failed<M>> {
+    pub fn take_received_acks(&mut self, on_ack: &mut impl FnMut(&M, i64)) -> Result<(), Failed<M>> {
         while let Some((seq, outcome)) = self.next_ack() {
             self.take_ack(seq, outcome, on_ack)?;
         }
@@ -353,11 +246,18 @@ impl<M: Clone> ProduceService<M> {
         &mut self,
         seq: usize,
         outcome: Result<i64, KafkaError>,
-        on_ack: &mut impl FnMut(M, i64),
+        on_ack: &mut impl FnMut(&M, i64),
     ) -> Result<(), Failed<M>> {
         let Some(index) = self.index_of(seq) else { return Ok(()) };
         match outcome {
-            Ok(offset) => self.in_flight[index].downstream = Some(offset),
+            Ok(offset) => {
+                let p = &mut self.in_flight[index];
+                p.downstream = Some(offset);
+                if self.failures == 0 {
+                    on_ack(&p.meta, offset);
+                    p.reported = true;
+                }
+            }
             Err(e) => {
                 let own = own_fault(&e);
                 self.in_flight[index].failed = Some(e);
@@ -373,16 +273,17 @@ impl<M: Clone> ProduceService<M> {
             }
             return Ok(());
         }
-        while self.in_flight.front().is_some_and(|p| p.downstream.is_some()) {
-            self.pop_acked(on_ack);
+        while self.in_flight.front().is_some_and(|p| p.reported) {
+            self.in_flight.pop_front();
+            self.first_seq += 1;
         }
         Ok(())
     }
 
     /// After a failure: waits up to `timeout` for the outcome of every record still in flight
-    /// and returns them all in produce order (the failed one included), with their downstream
-    /// offset when acknowledged (`None`: refused, or no outcome in time). Nothing is in flight
-    /// afterwards.
+    /// and returns those whose ack was not handed on yet, in produce order (the failed one
+    /// included), with their downstream offset when acknowledged (`None`: refused, or no outcome
+    /// in time). Nothing is in flight afterwards.
     pub async fn settle(&mut self, timeout: Duration) -> Vec<(M, Option<i64>)> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut open = self.in_flight.iter().filter(|p| p.downstream.is_none() && p.failed.is_none()).count();
@@ -407,7 +308,7 @@ impl<M: Clone> ProduceService<M> {
         }
         self.first_seq += self.in_flight.len();
         self.failures = 0;
-        self.in_flight.drain(..).map(|p| (p.meta, p.downstream)).collect()
+        self.in_flight.drain(..).filter(|p| !p.reported).map(|p| (p.meta, p.downstream)).collect()
     }
 
     /// The index in `in_flight` of the record with sequence number `seq`; `None` for a record
@@ -428,15 +329,6 @@ impl<M: Clone> ProduceService<M> {
             .expect("called once a record failed");
         (p.meta.clone(), e.clone())
     }
-
-    fn pop_acked(&mut self, on_ack: &mut impl FnMut(M, i64)) {
-        if let Some(p) = self.in_flight.pop_front() {
-            self.first_seq += 1;
-            if let Some(offset) = p.downstream {
-                on_ack(p.meta, offset);
-            }
-        }
-    }
 }
 
 impl<M> Drop for ProduceService<M> {
@@ -446,72 +338,4 @@ impl<M> Drop for ProduceService<M> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A service with `records` in flight (sequence numbers 0..records, described by the same
-    /// number) whose producer never connects: reports are pushed by hand, in any order.
-    fn service(records: u32) -> ProduceService<u32> {
-        let cluster = ClusterConfig {
-            alias: "t".into(),
-            bootstrap_servers: "127.0.0.1:1".into(),
-            zones: Vec::new(),
-            client: Default::default(),
-        };
-        let mut service = ProduceService::new(&cluster, &[]).unwrap();
-        service.in_flight.extend((0..records).map(|meta| Pending { meta, downstream: None, failed: None }));
-        service
-    }
-
-    #[tokio::test]
-    async fn an_ack_reported_after_a_later_records_refusal_is_kept() {
-        let mut service = service(3);
-        // Record 1 is refused; the ack of record 0, sent before it, arrives after the refusal
-        // (one produce response holds many partitions' outcomes, in no set order).
-        let refused = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
-        service.acks.received().extend([(1, Err(refused)), (0, Ok(100)), (2, Ok(200))]);
-        let mut acked = Vec::new();
-        let (at_fault, _) = service.take_received_acks(&mut |meta, offset| acked.push((meta, offset))).unwrap_err();
-        assert_eq!(at_fault, 1);
-        assert!(acked.is_empty(), "nothing is acknowledged in order before the refusal is seen");
-        let outcomes = service.settle(Duration::from_secs(5)).await;
-        assert_eq!(outcomes, vec![(0, Some(100)), (1, None), (2, Some(200))]);
-    }
-
-    #[tokio::test]
-    async fn services_sharing_a_producer_get_only_their_own_acks() {
-        let mut a = service(2);
-        let mut b = ProduceService::<u32>::join(a.producer()).unwrap();
-        b.in_flight.extend((0..2).map(|meta| Pending { meta: 10 + meta, downstream: None, failed: None }));
-        let producer = a.producer().clone();
-        let context = producer.context();
-        // Both lanes have records with sequence numbers 0 and 1: the lane bits tell them apart.
-        let (lane_a, lane_b) = (a.lane << SEQ_BITS, b.lane << SEQ_BITS);
-        context.route(lane_b | 1, Ok(501));
-        context.route(lane_a, Ok(100));
-        context.route(lane_b, Ok(500));
-        let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
-        a.take_received_acks(&mut |m, o| got_a.push((m, o))).unwrap();
-        b.take_received_acks(&mut |m, o| got_b.push((m, o))).unwrap();
-        assert_eq!(got_a, vec![(0, 100)]);
-        assert_eq!(got_b, vec![(10, 500), (11, 501)]);
-        // A closed lane's reports go nowhere, and its id is not handed out again at once.
-        let closed = b.lane;
-        drop(b);
-        context.route(closed << SEQ_BITS, Ok(7));
-        let c = ProduceService::<u32>::join(a.producer()).unwrap();
-        assert_ne!(c.lane, closed);
-        assert!(c.acks.received().is_empty());
-    }
-
-    #[test]
-    fn sequence_numbers_wrap_within_their_bits() {
-        let mut s = service(0);
-        s.first_seq = SEQ_MASK;
-        s.in_flight.extend((0..2).map(|meta| Pending { meta, downstream: None, failed: None }));
-        // The second record's sequence number wrapped to 0 in the opaque.
-        assert_eq!(s.index_of(SEQ_MASK), Some(0));
-        assert_eq!(s.index_of(0), Some(1));
-        assert_eq!(s.index_of(1), None);
-    }
-}
+mod tests;

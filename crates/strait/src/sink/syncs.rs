@@ -60,6 +60,11 @@ impl OffsetSyncWriter {
         self.states.get(topic, partition).map(|e| e.last_downstream)
     }
 
+    /// The upstream offset of the last record of source `topic`/`partition` acknowledged.
+    pub fn last_upstream(&self, topic: &Arc<str>, partition: i32) -> Option<i64> {
+        self.states.get(topic, partition).map(|e| e.last_upstream)
+    }
+
     /// Every source partition's last acknowledged record: (topic, partition, upstream offset).
     pub fn acknowledged(&self) -> impl Iterator<Item = (&Arc<str>, i32, i64)> {
         self.states.iter().map(|(t, p, e)| (t, p, e.last_upstream))

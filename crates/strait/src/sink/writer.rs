@@ -14,6 +14,7 @@ use super::batches::BatchWriter;
 use super::cuts::Cuts;
 use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
+use super::partitions::PartitionMap;
 use super::service::{Failed, ProduceService};
 use super::stats::SinkMetrics;
 use super::syncs::OffsetSyncWriter;
@@ -44,16 +45,19 @@ pub struct Writer {
     pub topic_ids: TopicIds,
     /// At-least-once batches ended, waiting for their acks.
     pub cuts: Cuts,
+    /// Upstream offset of the last record sent per source partition (record path), which an
+    /// ended batch's position of the partition waits for.
+    pub sent: PartitionMap<i64>,
 }
 
 /// An ack of a produced record: feeds the offset-sync rule, the partition's metrics and the
 /// batches waiting for it.
-fn record_acked(syncs: &mut OffsetSyncWriter, stats: &mut SinkMetrics, cuts: &mut Cuts, r: InFlight, downstream: i64) {
+fn record_acked(syncs: &mut OffsetSyncWriter, stats: &mut SinkMetrics, cuts: &mut Cuts, r: &InFlight, downstream: i64) {
     if let InFlight::Record { topic, partition, upstream, bytes, timestamp } = r {
-        syncs.acked(&topic, partition, upstream, downstream);
-        stats.acked(&topic, partition, bytes, timestamp);
+        syncs.acked(topic, *partition, *upstream, downstream);
+        stats.acked(topic, *partition, *bytes, *timestamp);
+        cuts.acked(topic, *partition, *upstream, syncs);
     }
-    cuts.acked(syncs);
 }
 
 impl Writer {
@@ -63,6 +67,9 @@ impl Writer {
         record: BaseRecord<'_, [u8], [u8], usize>,
         meta: InFlight,
     ) -> Result<(), Failed<InFlight>> {
+        if let InFlight::Record { topic, partition, upstream, .. } = &meta {
+            *self.sent.get_or_insert_with(topic, *partition, || *upstream) = *upstream;
+        }
         let (syncs, stats, cuts) = (&mut self.syncs, &mut self.stats, &mut self.cuts);
         self.service.send(record, meta, &mut |r, d| record_acked(syncs, stats, cuts, r, d)).await
     }
@@ -89,7 +96,7 @@ impl Writer {
     }
 
     /// Counts an acknowledged record found after a failure ([`ProduceService::settle`]).
-    pub fn acked(&mut self, r: InFlight, downstream: i64) {
+    pub fn acked(&mut self, r: &InFlight, downstream: i64) {
         record_acked(&mut self.syncs, &mut self.stats, &mut self.cuts, r, downstream);
     }
 
@@ -130,10 +137,13 @@ impl Writer {
         (position, key, value)
     }
 
-    /// Ends an at-least-once batch at `positions` without waiting for its acks ([`Cuts::end`]).
+    /// Ends an at-least-once batch at `positions` without waiting for its acks ([`Cuts::end`]):
+    /// each position waits for its partition's last record sent.
     pub fn end_batch(&mut self, positions: &[SourceOffset]) {
-        let positions = positions.iter().map(|p| (p.clone(), self.timestamp_at(p))).collect();
-        self.cuts.end(self.service.sent(), positions, &self.syncs);
+        let positions = (positions.iter())
+            .map(|p| (p.clone(), self.timestamp_at(p), self.sent.get(&p.topic, p.partition).copied()))
+            .collect();
+        self.cuts.end(positions, &self.syncs);
     }
 
     /// The position records of the ended batches whose records are all acknowledged.

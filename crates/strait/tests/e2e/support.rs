@@ -62,8 +62,8 @@ thread_local! {
 /// test's remote heartbeats topics are copied by every later test, and their number doubles with
 /// each test running flows both ways (2,000 topics per shared single broker late in a run, which
 /// then runs out of heap). So when the test's thread ends (after its `Strait`s are killed, even
-/// when it panics), the topics of the shared clusters named `<name>…` (not `<name><digit>…`,
-/// another name) are deleted.
+/// when it panics), the topics of the shared clusters (the three-node one too) named `<name>…`
+/// (not `<name><digit>…`, another name) are deleted.
 struct Cleanup(std::cell::RefCell<Vec<String>>);
 
 impl Drop for Cleanup {
@@ -77,8 +77,9 @@ impl Drop for Cleanup {
                 topic.strip_prefix(n.as_str()).is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
             })
         };
-        for n in [1, 2] {
-            let Ok(bootstrap) = std::env::var(format!("STRAIT_TEST_BOOTSTRAP_{n}")) else { continue };
+        let shared = ["STRAIT_TEST_BOOTSTRAP_1", "STRAIT_TEST_BOOTSTRAP_2", "STRAIT_TEST_THREE_NODE_BOOTSTRAP"];
+        for var in shared {
+            let Ok(bootstrap) = std::env::var(var) else { continue };
             let c: BaseConsumer = match ClientConfig::new().set("bootstrap.servers", &bootstrap).create() {
                 Ok(c) => c,
                 Err(_) => continue,

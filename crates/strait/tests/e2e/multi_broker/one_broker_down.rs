@@ -8,18 +8,16 @@
 //! dropped the answers of the others and was retried whole: the run saw all 12 target
 //! partitions stop for 16 s when node 3 was killed.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::FutureRecord;
-use strait::config::{Config, Flow};
+use strait::config::Config;
 use strait_testkit::multi::Control;
 
-use super::{fully_replicated, node, Turn, TURN};
+use super::stalls::{self, produce_to, NodeRequest, Watched};
+use super::{fully_replicated, Turn, TURN};
 use crate::support::*;
 
 const PARTITIONS: i32 = 12;
@@ -30,85 +28,6 @@ const OUTAGE: Duration = Duration::from_secs(20);
 /// The longest a healthy partition may wait behind its source during an outage: a commit
 /// interval and a fetch wait, with room for a loaded machine.
 const LONGEST_STALL: Duration = Duration::from_secs(5);
-
-/// Produces to the healthy partitions, 20 records each every 50 ms, until `stop`.
-async fn produce_healthy(source: String, topic: String, stop: Arc<AtomicBool>) {
-    let p = producer_with(&source, &[("acks", "all"), ("linger.ms", "5")]);
-    let mut seq = 0;
-    while !stop.load(Ordering::SeqCst) {
-        let mut acks = Vec::new();
-        for partition in 0..HEALTHY {
-            for i in 0..20 {
-                let value = format!("p{partition}-{}", seq + i);
-                let record = FutureRecord::<[u8], [u8]>::to(&topic).partition(partition).payload(value.as_bytes());
-                acks.push(p.send_result(record).map_err(|(e, _)| e).expect("queued"));
-            }
-        }
-        for ack in acks {
-            ack.await.expect("ack").expect("produced to a healthy partition");
-        }
-        seq += 20;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A request to the three-node cluster's control about one node.
-type NodeRequest = fn(&Control, i32) -> std::io::Result<()>;
-
-/// One sample: each flow's saved positions of the healthy partitions and when they were all
-/// read, then the source's end of each and when they were all read.
-struct Sample {
-    positions_at: Instant,
-    positions: Vec<Vec<i64>>,
-    ends_at: Instant,
-    ends: Vec<i64>,
-}
-
-/// The end of `topic`/`partition` on `source`, asked again while a leader moves.
-async fn end_of(source: &BaseConsumer, topic: &str, partition: i32) -> i64 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match source.fetch_watermarks(topic, partition, Duration::from_secs(5)) {
-            Ok((_, end)) => return end,
-            Err(e) if Instant::now() > deadline => panic!("the end of {topic}/{partition}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
-}
-
-async fn sample(source: &BaseConsumer, topic: &str, flows: &[(&str, Flow)]) -> Sample {
-    let mut positions = Vec::new();
-    for (_, flow) in flows {
-        let saved = strait::positions::load(&flow.target, &flow.name).await.unwrap_or_default();
-        positions.push((0..HEALTHY).map(|p| saved.get(&(topic.to_string(), p)).map_or(0, |s| s.next_offset)).collect());
-    }
-    let positions_at = Instant::now();
-    let mut ends = Vec::new();
-    for p in 0..HEALTHY {
-        ends.push(end_of(source, topic, p).await);
-    }
-    Sample { positions_at, positions, ends_at: Instant::now(), ends }
-}
-
-/// Per flow, the longest a healthy partition took to copy what its source held at a sample: from
-/// when the ends were read to when positions past them were (a slow reading of either is not
-/// counted as a stall).
-fn longest_stalls(samples: &[Sample], flows: usize) -> Vec<Duration> {
-    (0..flows)
-        .map(|f| {
-            let mut longest = Duration::ZERO;
-            for (i, s) in samples.iter().enumerate() {
-                for p in 0..HEALTHY as usize {
-                    let caught_up = samples[i + 1..].iter().find(|later| later.positions[f][p] >= s.ends[p]);
-                    let until =
-                        caught_up.map_or_else(|| samples.last().unwrap().positions_at, |later| later.positions_at);
-                    longest = longest.max(until.saturating_duration_since(s.ends_at));
-                }
-            }
-            longest
-        })
-        .collect()
-}
 
 /// Creates `topic` with partitions 0-5 on nodes 1-2 and the rest on nodes 3-2 (node 3 their
 /// leader), and puts 50 records in each partition.
@@ -147,11 +66,7 @@ async fn one_source_broker_down_or_frozen_never_stalls_the_partitions_led_by_oth
         flows.push((mode, Config::parse(&config).unwrap().remove(0)));
         straits.push(Strait::start(&format!("{p}-{i}"), &config));
     }
-    let source: BaseConsumer = rdkafka::config::ClientConfig::new()
-        .set("bootstrap.servers", &three)
-        .set("group.id", "strait-test-watermarks")
-        .create()
-        .unwrap();
+    let source = stalls::ends_reader(&three);
     let mut report = Vec::new();
     let faults: [(&str, NodeRequest, NodeRequest); 2] =
         [("killed", Control::kill, Control::restart), ("frozen", Control::pause, Control::resume)];
@@ -166,28 +81,11 @@ async fn one_source_broker_down_or_frozen_never_stalls_the_partitions_led_by_oth
             wait_replicated(flow, &topic, PARTITIONS, 50, Duration::from_secs(90)).await;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let producing = tokio::spawn(produce_healthy(three.clone(), topic.clone(), stop.clone()));
-        node(&control, 3, fault).await;
-        let (start, mut samples) = (Instant::now(), Vec::new());
-        while start.elapsed() < OUTAGE {
-            samples.push(sample(&source, &topic, &flows).await);
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        // Sampled on while node 3 comes back: what the source held at the outage's last samples
-        // is copied after it too.
-        let healing = {
-            let control = control.clone();
-            tokio::spawn(async move { node(&control, 3, heal).await })
-        };
-        let back = Instant::now();
-        while !healing.is_finished() || back.elapsed() < Duration::from_secs(5) {
-            samples.push(sample(&source, &topic, &flows).await);
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        healing.await.unwrap();
+        let producing = tokio::spawn(produce_to(three.clone(), topic.clone(), 0..HEALTHY, stop.clone()));
+        let watched = Watched { source: &source, topic: &topic, flows: &flows, healthy: HEALTHY, remote: None };
+        let stalls = watched.outage(&control, 3, (fault, heal), OUTAGE).await.positions;
         stop.store(true, Ordering::SeqCst);
         producing.await.unwrap();
-        let stalls = longest_stalls(&samples[..], flows.len());
         for ((mode, _), stall) in flows.iter().zip(&stalls) {
             eprintln!(
                 "node 3 {what} for {OUTAGE:?}, {mode}: longest stall of a partition led by node 1: {:.1} s",
@@ -200,30 +98,11 @@ async fn one_source_broker_down_or_frozen_never_stalls_the_partitions_led_by_oth
     fully_replicated(&three).await;
 
     // Every record of all 12 partitions of both topics is copied once node 3 is back.
-    let mut ends = BTreeMap::new();
-    for topic in &topics {
-        for p in 0..PARTITIONS {
-            ends.insert((topic.clone(), p), end_of(&source, topic, p).await);
-        }
-    }
+    let ends = stalls::ends(&source, &topics, PARTITIONS).await;
     let mut failures = Vec::new();
     for ((mode, flow), strait) in flows.iter().zip(straits) {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let saved = strait::positions::load(&flow.target, &flow.name).await.unwrap_or_default();
-            let behind: Vec<&(String, i32)> = ends
-                .iter()
-                .filter(|(tp, end)| saved.get(*tp).is_none_or(|s| s.next_offset < **end))
-                .map(|(tp, _)| tp)
-                .collect();
-            if behind.is_empty() {
-                break;
-            }
-            if Instant::now() > deadline {
-                failures.push(format!("{mode}: {behind:?} not copied to the end 120 s after node 3 came back"));
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
+        if let Err(failure) = stalls::copied_to(mode, flow, &ends).await {
+            failures.push(failure);
         }
         let logs = strait.logs();
         assert!(strait.stop().success(), "{mode}: strait exits cleanly\n{logs}");
