@@ -7,23 +7,21 @@
 //! fenced state producer). The owner of slot 0 also runs heartbeats, checkpoints
 //! (sharing one control producer), and topic config and ACL sync.
 
+mod backoff;
+mod once_per_flow;
+
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use strait_connect::{ConnectError, ConnectResult, ConnectorRuntime, RuntimeConfig, RuntimeState};
 use tokio::sync::mpsc;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use self::backoff::{with_backoff, BACKOFF_MAX, BACKOFF_MIN};
+use self::once_per_flow::{once_per_flow_failure, start_once_per_flow, stop_once_per_flow};
 use crate::config::{Delivery, Flow};
 use crate::consume::SharedConsumer;
-use crate::control::checkpoint::CheckpointTask;
-use crate::control::heartbeat::{ensure_heartbeats_topic, run_heartbeats};
-use crate::control::topic_acls::run_topic_acl_sync;
-use crate::control::topic_configs::run_topic_config_sync;
-use crate::kafka::{classify_start, connect_error, control_producer, StartFailure};
 use crate::metrics::metrics;
 use crate::sink::service::DataProducer;
 use crate::sink::{shared_record_producer, SinkParams, TargetSink};
@@ -31,17 +29,12 @@ use crate::slots::{others_in_group, slot_of, SlotEvent, SlotGroup};
 use crate::source::KafkaSource;
 use crate::watch::{run_watch, Committed};
 
-/// First wait before retrying a start; doubled per failure.
-const BACKOFF_MIN: Duration = Duration::from_millis(500);
-/// Longest wait between start attempts.
-const BACKOFF_MAX: Duration = Duration::from_secs(15);
-
 /// Runs `flow` on this instance until `cancel` (then drains the slots it owns, leaves the slot
 /// group and returns `Ok`, or the error of a slot that failed before or while draining) or it
 /// fails.
 ///
 /// Start-up failures are retried with doubling backoff (0.5 s up to 15 s), each logged, except
-/// the permanent ones ([`classify_start`]), which stop the flow at once naming the setting. Once running, an error that cannot be
+/// the permanent ones ([`crate::kafka::classify_start`]), which stop the flow at once naming the setting. Once running, an error that cannot be
 /// retried stops the flow and is returned with the topic/partition/offset at fault. A slot taken
 /// over by another instance is dropped with an info log when scale-out is on; with it off, the
 /// flow runs on one instance only, and this one stops with a [`ConnectError::Fenced`] when
@@ -236,69 +229,6 @@ impl Instance {
     }
 }
 
-/// How long the once-per-flow tasks may take to finish their cycle when slot 0 stops, before they
-/// are dropped (a call to an unreachable cluster can take longer).
-const ONCE_PER_FLOW_STOP: Duration = Duration::from_secs(5);
-
-/// The once-per-flow tasks slot 0 runs; each ends in `Err` only when it cannot start for good
-/// (a permanent start error, [`classify_start`]), which stops the flow.
-type OncePerFlow = (CancellationToken, JoinSet<ConnectResult<()>>);
-
-/// Heartbeats, checkpoints, topic config and ACL sync: run by the owner of slot 0 only, once its data
-/// path started (so both clusters answered and accepted Strait's credentials).
-fn start_once_per_flow(flow: &Arc<Flow>) -> OncePerFlow {
-    tracing::info!(flow = %flow.name, "slot 0 owned: heartbeats, checkpoints, topic config and ACL sync run here");
-    metrics().set_control_tasks_up(&flow.source.alias, &flow.target.alias, true);
-    let (cancel, mut tasks) = (CancellationToken::new(), JoinSet::new());
-    let (sync_flow, sync_cancel) = (flow.clone(), cancel.clone());
-    tasks.spawn(async move {
-        run_topic_config_sync(sync_flow, sync_cancel).await;
-        Ok(())
-    });
-    let (acl_flow, acl_cancel) = (flow.clone(), cancel.clone());
-    tasks.spawn(async move {
-        run_topic_acl_sync(acl_flow, acl_cancel).await;
-        Ok(())
-    });
-    if flow.heartbeats.emit_heartbeats || flow.checkpoints.emit_checkpoints || flow.checkpoints.sync_group_offsets {
-        match control_producer(&flow.target) {
-            Ok(producer) => {
-                if flow.heartbeats.emit_heartbeats {
-                    tasks.spawn(start_heartbeats(flow.clone(), producer.clone(), cancel.clone()));
-                }
-                if flow.checkpoints.emit_checkpoints || flow.checkpoints.sync_group_offsets {
-                    tasks.spawn(run_checkpoints(flow.clone(), producer, cancel.clone()));
-                }
-            }
-            Err(e) => tracing::error!(flow = %flow.name, error = %e, "control producer: no heartbeats or checkpoints"),
-        }
-    }
-    (cancel, tasks)
-}
-
-/// The first permanent failure of the once-per-flow tasks; never, while none fails (or without
-/// them).
-async fn once_per_flow_failure(tasks: &mut Option<OncePerFlow>) -> ConnectError {
-    if let Some((_, tasks)) = tasks {
-        while let Some(ended) = tasks.join_next().await {
-            if let Ok(Err(e)) = ended {
-                return e;
-            }
-        }
-    }
-    std::future::pending().await
-}
-
-async fn stop_once_per_flow(flow: &Flow, (cancel, mut tasks): OncePerFlow) {
-    cancel.cancel();
-    let finished = tokio::time::timeout(ONCE_PER_FLOW_STOP, async { while tasks.join_next().await.is_some() {} }).await;
-    if finished.is_err() {
-        tasks.shutdown().await;
-    }
-    tracing::info!(flow = %flow.name, "slot 0 given up: heartbeats, checkpoints, topic config and ACL sync stopped here");
-    metrics().set_control_tasks_up(&flow.source.alias, &flow.target.alias, false);
-}
-
 /// Runs the data path of `slot` until `cancel` (then drains and returns `Ok`) or it fails.
 async fn run_slot(
     flow: Arc<Flow>,
@@ -355,77 +285,6 @@ async fn run_slot(
         }
         _ => Ok(()),
     }
-}
-
-/// Calls `attempt` until it succeeds (`Ok(Some)`), `cancel` fires (`Ok(None)`) or it fails in a
-/// way retrying cannot change ([`StartFailure::Permanent`] of [`classify_start`]: `Err`, naming
-/// the setting), waiting 0.5 s doubling to 15 s between transient failures, each logged as a
-/// warning naming `what`.
-async fn with_backoff<T, F: Future<Output = ConnectResult<T>>>(
-    flow: &Flow,
-    what: &str,
-    cancel: &CancellationToken,
-    mut attempt: impl FnMut() -> F,
-) -> ConnectResult<Option<T>> {
-    let mut wait = BACKOFF_MIN;
-    loop {
-        let result = tokio::select! {
-            r = attempt() => r,
-            _ = cancel.cancelled() => return Ok(None),
-        };
-        let e = match result {
-            Ok(v) => return Ok(Some(v)),
-            Err(e) => match classify_start(flow, e) {
-                StartFailure::Permanent(e) => return Err(e),
-                StartFailure::Transient(e) => e,
-            },
-        };
-        // At most BACKOFF_MAX: the milliseconds fit.
-        tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "{what} could not start; retrying");
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = cancel.cancelled() => return Ok(None),
-        }
-        wait = (wait * 2).min(BACKOFF_MAX);
-    }
-}
-
-/// Ensures the heartbeats topic (retrying with backoff while the target does not answer), then
-/// writes heartbeats until `cancel`. Errors: a permanent start error ([`classify_start`]), which
-/// stops the flow.
-async fn start_heartbeats(
-    flow: Arc<Flow>,
-    producer: crate::kafka::ControlProducer,
-    cancel: CancellationToken,
-) -> ConnectResult<()> {
-    let ensure = || async {
-        ensure_heartbeats_topic(&flow)
-            .await
-            .map_err(|e| connect_error(format!("create the heartbeats topic of flow {}", flow.name), e))
-    };
-    if with_backoff(&flow, "heartbeats", &cancel, ensure).await?.is_some() {
-        run_heartbeats(flow, producer, cancel).await;
-    }
-    Ok(())
-}
-
-/// Starts the checkpoint task (retrying with backoff while the clusters do not answer) and runs
-/// it until `cancel`. Errors: a permanent start error (say, a missing ACL, a replication factor
-/// the target cannot meet: [`classify_start`]), which stops the flow.
-async fn run_checkpoints(
-    flow: Arc<Flow>,
-    producer: crate::kafka::ControlProducer,
-    cancel: CancellationToken,
-) -> ConnectResult<()> {
-    let start = || async {
-        CheckpointTask::start(flow.clone(), producer.clone())
-            .await
-            .map_err(|e| connect_error(format!("start checkpoints of flow {}", flow.name), e))
-    };
-    if let Some(task) = with_backoff(&flow, "checkpoints", &cancel, start).await? {
-        task.run(cancel).await;
-    }
-    Ok(())
 }
 
 /// The sink first (through the shared record producer, when there is one), fencing the slot's
