@@ -24,7 +24,8 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::contenders::{launch_strait, Env};
-use crate::{cpu_seconds, load, memory_mb, thread_cpu_seconds};
+use crate::load;
+use crate::proc_stats::{cpu_seconds, memory_mb, thread_cpu_seconds};
 
 /// Partitions of every topic.
 const PARTITIONS: i32 = 3;

@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::contenders::{launch, launch_scaled_strait, Contender, Env};
-use crate::{cpu_seconds, load};
+use crate::load;
+use crate::proc_stats::{cpu_seconds, peak_rss_mb};
 
 const SLOTS: u32 = 12;
 /// CPU share of one core each instance gets in the capped series.
@@ -132,7 +133,7 @@ fn catch_up(
         std::thread::sleep(Duration::from_millis(100));
     }
     let (done, cpu_end) = (Instant::now(), cpu());
-    let peak_rss_mb = pids.iter().map(|p| crate::peak_rss_mb(*p)).fold(0.0, f64::max);
+    let peak_rss_mb = pids.iter().map(|p| peak_rss_mb(*p)).fold(0.0, f64::max);
     drop(running);
     assert_eq!(got, total, "{instances} instance(s): the target holds {got} of {total} records");
     let first = first.unwrap_or(done);

@@ -25,7 +25,7 @@ const PARTITIONS: i32 = 12;
 
 /// Resident set (MB) of a process now.
 fn rss_mb(pid: u32) -> f64 {
-    crate::memory_mb(pid, "VmRSS:")
+    crate::proc_stats::memory_mb(pid, "VmRSS:")
 }
 
 /// Every 10 s a new group commits offsets on `topic` and the group made a minute before is

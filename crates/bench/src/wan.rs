@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::catch_up::{self, CatchUp};
 use crate::contenders::{Contender, Env};
 use crate::link::{connection_limit_mb_per_s, DelayedLink, ONE_WAY, WINDOW};
 use crate::load;
-use crate::report::{self, CatchUp};
 use crate::Bench;
 
 /// Where the replicator runs, and so which cluster is far.
@@ -69,7 +69,7 @@ pub fn run(env: Env, contenders: &[Contender], records: usize, repeat: usize, ou
             }
         }
         for &c in contenders {
-            rows.push((placement, report::median(runs.remove(c.name()).unwrap_or_default())));
+            rows.push((placement, catch_up::median(runs.remove(c.name()).unwrap_or_default())));
         }
     }
     write(&rows, records, repeat, out)

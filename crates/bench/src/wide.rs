@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use crate::catch_up::{self, CatchUp};
 use crate::contenders::Contender;
-use crate::report::{self, CatchUp};
 use crate::{load, Bench};
 
 /// Partitions of the wide catch-ups, in all (two topics of half as many each).
@@ -44,8 +44,8 @@ pub fn run(bench: &mut Bench, widths: &[i32], records: usize, repeat: usize) -> 
         }
         load::delete_topics(&bench.source, &topics);
         let (strait, pipe) = (
-            report::median(runs.remove("strait").unwrap_or_default()),
-            report::median(runs.remove("raw-pipe+header").unwrap_or_default()),
+            catch_up::median(runs.remove("strait").unwrap_or_default()),
+            catch_up::median(runs.remove("raw-pipe+header").unwrap_or_default()),
         );
         println!(
             "WIDE partitions={width} strait/raw+header throughput={:.2} cpu_per_gb={:.2} strait_rss_mb={:.0}",

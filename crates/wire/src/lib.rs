@@ -46,8 +46,10 @@ mod produce;
 pub mod reencode;
 mod sasl;
 mod security;
+mod send;
 mod session;
 mod transaction;
+mod transactional;
 
 pub use batch::Batch;
 pub use cluster::{Cluster, Leader};
@@ -58,8 +60,9 @@ pub use fetched::{Aborted, Diverging, FetchAt, Fetched};
 /// A broker's error code, as Kafka names it (a partition's fetch or offset error).
 pub use kafka_protocol::ResponseError;
 pub use offsets::{Listed, OffsetSpec};
-pub use produce::{Appended, Outgoing, Producer, MAX_IN_FLIGHT};
+pub use produce::Producer;
 pub use security::{Mechanism, Security, SettingError};
+pub use send::{Appended, Outgoing, MAX_IN_FLIGHT};
 /// A topic's id (KIP-516), as Metadata and Fetch v13+ carry it.
 pub use uuid::Uuid;
 

@@ -18,14 +18,15 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest, FindCoordinatorRequest,
-    InitProducerIdRequest, TransactionalId,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError;
 
-use crate::produce::{INIT_PRODUCER_ID_VERSION, MAX_BACKOFF};
-use crate::{by_topic, Cluster, Outgoing, Producer, WireError};
+use crate::produce::{Producer, INIT_PRODUCER_ID_VERSION, MAX_BACKOFF};
+use crate::send::Outgoing;
+use crate::transactional::Transactions;
+use crate::{by_topic, Cluster, WireError};
 
 /// FindCoordinator v3: one key per request (v4 batches keys).
 const FIND_COORDINATOR_VERSION: i16 = 3;
@@ -38,29 +39,6 @@ const TRANSACTION_COORDINATOR: i8 = 1;
 /// The first wait before a coordinator call is repeated; `CONCURRENT_TRANSACTIONS` (the last
 /// transaction's markers are still being written) usually clears within a few ms.
 const COORDINATOR_BACKOFF: Duration = Duration::from_millis(20);
-
-/// A producer's transactional id and the state of its transaction.
-pub(crate) struct Transactions {
-    id: String,
-    timeout_ms: i32,
-    /// The broker id of the transaction coordinator, once found.
-    coordinator: Option<i32>,
-    /// A transaction is open ([`Producer::begin`]).
-    open: bool,
-    /// The partitions added to the open transaction.
-    added: HashSet<(String, i32)>,
-}
-
-impl Transactions {
-    /// The transactional id as a request names it.
-    pub(crate) fn request_id(&self) -> TransactionalId {
-        TransactionalId(StrBytes::from_string(self.id.clone()))
-    }
-
-    fn misuse(&self, message: &str) -> WireError {
-        WireError::Transaction { transactional_id: self.id.clone(), message: message.to_string() }
-    }
-}
 
 impl Producer {
     /// A transactional producer of `transactional_id` on `cluster`: the coordinator found and

@@ -19,8 +19,7 @@ use strait_wire::{Appended, Batch, Outgoing, Producer, WireError};
 
 use super::errors::{fenced, Retry};
 use super::mm2_offsets::Mm2Offsets;
-use super::state::{TRANSACTION_RETRY_MAX, TRANSACTION_RETRY_MIN};
-use super::writer::{PositionRecords, Writer};
+use super::state::{PositionRecords, TRANSACTION_RETRY_MAX, TRANSACTION_RETRY_MIN};
 use crate::config::{Delivery, Flow};
 use crate::kafka::{wire_cluster, wire_error};
 use crate::positions::POSITIONS_TOPIC;
@@ -102,7 +101,7 @@ impl BatchWriter {
     /// batches before it are written again after a restart: positions are saved only after
     /// acks); exactly-once retriable when asking again may succeed (the transaction is aborted
     /// and replayed).
-    async fn write(
+    pub async fn write(
         &mut self,
         flow: &Flow,
         slot: u32,
@@ -274,43 +273,4 @@ fn failure(flow: &Flow, slot: u32, context: String, e: WireError, retry: Retry) 
             _ => wire_error(context, e),
         },
     }
-}
-
-impl Writer {
-    /// Produces the batches `routed` holds through the slot's batch producer, each ack feeding
-    /// the offset-sync rule, the partition's metrics and its position ([`acked`]). Errors: a
-    /// flow not copying batches; as [`BatchWriter::write`].
-    pub async fn write_batches(&mut self, routed: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
-        let Some(producer) = self.batches.as_mut() else {
-            let first = routed.first().map(|r| format!(" of {} partition {}", r.source.topic, r.source.partition));
-            return Err(ConnectError::invalid(
-                format!("flow {}: a whole batch{}", self.flow.name, first.unwrap_or_default()),
-                "the flow copies records (copy = \"records\"); batches need copy = \"batches\"",
-            ));
-        };
-        let mut acks = Vec::with_capacity(routed.len());
-        let record = |r: &Routed, a| acks.push((r.source.clone(), r.batch.clone(), a));
-        let written = producer.write(&self.flow, self.slot, routed, retry, record).await;
-        for (source, batch, a) in acks {
-            acked(self, &source, &batch, a);
-        }
-        written
-    }
-}
-
-/// What a batch's ack feeds: the offset syncs of its first and last record (the target gives a
-/// batch's records consecutive offsets from its base; the last one's source offset is the
-/// record's, a compacted batch written anew having closed its gaps), the partition's metrics,
-/// and its last offset for the position saved after it.
-fn acked(w: &mut Writer, source: &SourceOffset, b: &Batch, a: Appended) {
-    let (topic, partition, last) = (&source.topic, source.partition, source.offset);
-    w.syncs.acked(topic, partition, b.base_offset(), a.base_offset);
-    let count = i64::from(b.record_count());
-    if count > 1 {
-        w.syncs.acked(topic, partition, last, a.base_offset + count - 1);
-    }
-    w.stats.acked_batch(topic, partition, count as u64, b.bytes().len(), b.max_timestamp());
-    // No timestamp with the position: the last record's is inside the (compressed) batch. The
-    // topic id saved with it finds a recreated topic instead.
-    w.last.insert((topic.clone(), partition), (last, None));
 }

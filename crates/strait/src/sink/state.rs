@@ -28,11 +28,14 @@ use crate::positions::POSITIONS_TOPIC;
 pub const TRANSACTION_RETRY_MIN: Duration = Duration::from_millis(200);
 pub const TRANSACTION_RETRY_MAX: Duration = Duration::from_secs(5);
 
-/// A batch's state: the offset syncs decided, and each position with the key and value of its
-/// record in the positions topic.
+/// A batch's position records: each position with the key and value of its record in the
+/// positions topic.
+pub type PositionRecords = Vec<(SourceOffset, Vec<u8>, Vec<u8>)>;
+
+/// A batch's state: the offset syncs decided, and its position records.
 pub struct State {
     pub syncs: Vec<OffsetSync>,
-    pub positions: Vec<(SourceOffset, Vec<u8>, Vec<u8>)>,
+    pub positions: PositionRecords,
 }
 
 /// Queues `syncs` (to `syncs_topic` on the target), `positions` and, with `mm2_offsets`, MM2's
@@ -42,7 +45,7 @@ pub async fn send(
     writer: &mut ProduceService<InFlight>,
     syncs_topic: &str,
     syncs: Vec<OffsetSync>,
-    positions: Vec<(SourceOffset, Vec<u8>, Vec<u8>)>,
+    positions: PositionRecords,
     mm2_offsets: Option<&Mm2Offsets>,
 ) -> Result<(), Failed<InFlight>> {
     for sync in syncs {

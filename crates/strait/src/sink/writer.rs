@@ -7,23 +7,21 @@ use std::sync::Arc;
 
 use rdkafka::error::KafkaError;
 use rdkafka::producer::BaseRecord;
-use strait_connect::{ConnectError, SourceOffset};
+use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
+use strait_wire::{Appended, Batch};
 
-use super::batches::BatchWriter;
+use super::batches::{BatchWriter, Routed};
 use super::cuts::Cuts;
 use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
 use super::partitions::PartitionMap;
 use super::service::{Failed, ProduceService};
+use super::state::PositionRecords;
 use super::stats::SinkMetrics;
 use super::syncs::OffsetSyncWriter;
 use crate::config::Flow;
 use crate::positions::{self, TopicIds};
-
-/// A batch's position records: each position with the key and value of its record in the
-/// positions topic.
-pub type PositionRecords = Vec<(SourceOffset, Vec<u8>, Vec<u8>)>;
 
 /// The slot's record producer and its ack bookkeeping.
 pub struct Writer {
@@ -162,4 +160,43 @@ impl Writer {
         let context = produce_context(&self.flow, &self.syncs_topic, what, &e);
         self.failure(context, e, retry)
     }
+}
+
+impl Writer {
+    /// Produces the batches `routed` holds through the slot's batch producer, each ack feeding
+    /// the offset-sync rule, the partition's metrics and its position ([`acked`]). Errors: a
+    /// flow not copying batches; as [`BatchWriter::write`].
+    pub async fn write_batches(&mut self, routed: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
+        let Some(producer) = self.batches.as_mut() else {
+            let first = routed.first().map(|r| format!(" of {} partition {}", r.source.topic, r.source.partition));
+            return Err(ConnectError::invalid(
+                format!("flow {}: a whole batch{}", self.flow.name, first.unwrap_or_default()),
+                "the flow copies records (copy = \"records\"); batches need copy = \"batches\"",
+            ));
+        };
+        let mut acks = Vec::with_capacity(routed.len());
+        let record = |r: &Routed, a| acks.push((r.source.clone(), r.batch.clone(), a));
+        let written = producer.write(&self.flow, self.slot, routed, retry, record).await;
+        for (source, batch, a) in acks {
+            acked(self, &source, &batch, a);
+        }
+        written
+    }
+}
+
+/// What a batch's ack feeds: the offset syncs of its first and last record (the target gives a
+/// batch's records consecutive offsets from its base; the last one's source offset is the
+/// record's, a compacted batch written anew having closed its gaps), the partition's metrics,
+/// and its last offset for the position saved after it.
+fn acked(w: &mut Writer, source: &SourceOffset, b: &Batch, a: Appended) {
+    let (topic, partition, last) = (&source.topic, source.partition, source.offset);
+    w.syncs.acked(topic, partition, b.base_offset(), a.base_offset);
+    let count = i64::from(b.record_count());
+    if count > 1 {
+        w.syncs.acked(topic, partition, last, a.base_offset + count - 1);
+    }
+    w.stats.acked_batch(topic, partition, count as u64, b.bytes().len(), b.max_timestamp());
+    // No timestamp with the position: the last record's is inside the (compressed) batch. The
+    // topic id saved with it finds a recreated topic instead.
+    w.last.insert((topic.clone(), partition), (last, None));
 }
