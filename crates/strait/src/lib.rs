@@ -8,7 +8,7 @@
 //! [`config::Flow`]s.
 //!
 //! Layers, each importing only those below it:
-//! `allocator`, `rules`, `metrics`, `client_log` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
+//! `allocator`, `rules`, `metrics`, `client_log`, `topic_id` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
 //! `resume` (its `load`: the I/O before the decision) → `source`, `sink`, `control`, `status` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
@@ -34,4 +34,5 @@ pub mod sink;
 pub mod slots;
 pub mod source;
 pub mod status;
+pub mod topic_id;
 pub mod watch;

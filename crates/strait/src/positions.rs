@@ -16,9 +16,9 @@ use rdkafka::error::KafkaError;
 use serde::{Deserialize, Serialize};
 use strait_connect::SourceOffset;
 
-use crate::admin::TopicId;
 use crate::config::ClusterConfig;
 use crate::kafka::read_to_end;
+use crate::topic_id::TopicId;
 
 /// Name of the positions topic on every target cluster.
 pub const POSITIONS_TOPIC: &str = "strait-positions.internal";

@@ -10,8 +10,11 @@ use kafka_protocol::messages::MetadataRequest;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use crate::conn::{ClientOptions, Connection};
+use crate::error::WireError;
 use crate::fetch::{FetchRound, Fetches};
-use crate::{topic_name, ClientOptions, Connection, FetchAt, WireError};
+use crate::fetched::FetchAt;
+use crate::names::topic_name;
 
 /// How often the leaders of partitions led by a broker whose fetch is overdue are asked again.
 const OVERDUE_REFRESH: Duration = Duration::from_secs(1);

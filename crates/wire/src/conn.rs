@@ -24,7 +24,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, Wr
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-use crate::{Security, WireError};
+use crate::error::WireError;
+use crate::sasl::{authenticate, SaslConnection};
+use crate::security::Security;
 
 /// The largest answer accepted (bytes): a fetch answers at most its `max_bytes` (Kafka's
 /// `fetch.max.bytes` default is 50 MiB), so a bigger frame is a broken stream.
@@ -183,7 +185,7 @@ impl Connection {
         let versions = answer.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
         let _ = conn.inner.versions.set(versions);
         if let Some(sasl) = &options.security.sasl {
-            crate::sasl::authenticate(&conn, sasl).await?;
+            authenticate(&conn, sasl).await?;
         }
         Ok(conn)
     }
@@ -320,4 +322,14 @@ async fn read_frame(read: &mut ReadHalf<BoxStream>) -> Result<Bytes, String> {
 /// `FetchRequest` for `kafka_protocol::messages::fetch_request::FetchRequest`.
 fn api_name<R>() -> &'static str {
     std::any::type_name::<R>().rsplit("::").next().unwrap_or("request")
+}
+
+impl SaslConnection for Connection {
+    fn addr(&self) -> &str {
+        Connection::addr(self)
+    }
+
+    async fn call<R: Request>(&self, request: &R, cap: i16) -> Result<R::Response, WireError> {
+        Connection::call(self, request, cap).await
+    }
 }

@@ -13,8 +13,10 @@ use kafka_protocol::ResponseError;
 
 use tokio::task::JoinHandle;
 
+use crate::conn::{ClientOptions, Connection};
+use crate::error::WireError;
+use crate::fetched::{FetchAt, Fetched};
 use crate::session::{Asked, Session};
-use crate::{ClientOptions, Connection, FetchAt, Fetched, WireError};
 
 /// Fetch v13: topics named by id (KIP-516), with the diverging epoch and current leader of
 /// KIP-320/KIP-595. A broker older than Kafka 3.1 is asked v12, by name.

@@ -7,8 +7,9 @@ use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use crate::batch::Batch;
 use crate::batch::{self, Marker};
-use crate::{Batch, WireError};
+use crate::error::WireError;
 
 /// A partition to fetch, from `offset`.
 #[derive(Debug, Clone, PartialEq, Eq)]

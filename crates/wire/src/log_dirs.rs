@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::messages::DescribeLogDirsRequest;
 
-use crate::{Connection, WireError};
+use crate::conn::Connection;
+use crate::error::WireError;
 
 /// DescribeLogDirs v4 (Kafka 3.3 on: each log dir's total and usable bytes beside its partitions).
 const DESCRIBE_LOG_DIRS_VERSION: i16 = 4;

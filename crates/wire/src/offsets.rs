@@ -7,7 +7,9 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::ListOffsetsRequest;
 use kafka_protocol::ResponseError;
 
-use crate::{by_topic, Cluster, WireError};
+use crate::cluster::Cluster;
+use crate::error::WireError;
+use crate::names::by_topic;
 
 /// ListOffsets v7 (the first with the max-timestamp spec; Kafka 3.0), flexible since v6.
 const LIST_OFFSETS_VERSION: i16 = 7;

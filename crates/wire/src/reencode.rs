@@ -10,8 +10,8 @@ use kafka_protocol::records::{
     Compression as Codec, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
+use crate::batch::Batch;
 use crate::batch::{BatchError, Compression};
-use crate::Batch;
 
 /// Why a batch is written anew rather than forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

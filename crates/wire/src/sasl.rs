@@ -6,19 +6,26 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use openssl::base64;
 use openssl::hash::MessageDigest;
 use openssl::pkey::PKey;
 use openssl::sign::Signer;
 
+use crate::error::WireError;
 use crate::security::{Mechanism, Sasl};
-use crate::{Connection, WireError};
+
+/// What the exchange needs of a new connection (`crate::conn::Connection` is one): its broker's
+/// address, and to call a request at the highest version both sides speak up to `cap`.
+pub(crate) trait SaslConnection {
+    fn addr(&self) -> &str;
+    async fn call<R: Request>(&self, request: &R, cap: i16) -> Result<R::Response, WireError>;
+}
 
 /// Authenticates `conn` with `sasl`. Errors: [`WireError::Authentication`] when the broker
 /// refuses the mechanism or the credentials, or its SCRAM answers do not check out; a failed
 /// request's error.
-pub(crate) async fn authenticate(conn: &Connection, sasl: &Sasl) -> Result<(), WireError> {
+pub(crate) async fn authenticate(conn: &impl SaslConnection, sasl: &Sasl) -> Result<(), WireError> {
     let refused = |message: String| WireError::Authentication {
         addr: conn.addr().to_string(),
         mechanism: sasl.mechanism.name(),

@@ -15,7 +15,7 @@ use openssl::x509::X509VerifyResult;
 use tokio::net::TcpStream;
 use tokio_openssl::SslStream;
 
-use crate::WireError;
+use crate::error::WireError;
 
 /// How connections are secured. The default is plaintext without authentication.
 #[derive(Clone, Default)]

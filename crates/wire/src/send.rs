@@ -11,8 +11,8 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TransactionalId}
 use kafka_protocol::ResponseError;
 
 use crate::batch::Batch;
-use crate::by_topic;
 use crate::conn::{Answer, Connection};
+use crate::names::by_topic;
 
 /// Requests unanswered on one connection, as Kafka's idempotent producers allow at most.
 pub const MAX_IN_FLIGHT: usize = 5;

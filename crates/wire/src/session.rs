@@ -9,7 +9,8 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, Forgot
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use uuid::Uuid;
 
-use crate::{grouped, topic_name, FetchAt};
+use crate::fetched::FetchAt;
+use crate::names::{grouped, topic_name};
 
 /// A partition of a session: its topic's id (nil when asked by name), name and index. A topic
 /// created again under its name is another partition to the broker (Fetch v13+).

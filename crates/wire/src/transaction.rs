@@ -23,10 +23,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::ResponseError;
 
+use crate::cluster::Cluster;
+use crate::error::WireError;
+use crate::names::by_topic;
 use crate::produce::{Producer, INIT_PRODUCER_ID_VERSION, MAX_BACKOFF};
 use crate::send::Outgoing;
 use crate::transactional::Transactions;
-use crate::{by_topic, Cluster, WireError};
 
 /// FindCoordinator v3: one key per request (v4 batches keys).
 const FIND_COORDINATOR_VERSION: i16 = 3;

@@ -8,7 +8,7 @@ mod incremental;
 mod topic_ids;
 
 pub use acls::{AclError, AclOperation, AclPattern, AclPermission, TopicAcl};
-pub use topic_ids::{topic_ids, TopicId};
+pub use topic_ids::topic_ids;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

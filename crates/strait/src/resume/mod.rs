@@ -13,9 +13,9 @@ mod tests;
 
 use std::collections::{HashMap, HashSet};
 
-use crate::admin::TopicId;
 use crate::config::{OnSourceGap, StartFrom};
 use crate::positions::{Invalid, Positions, Saved};
+use crate::topic_id::TopicId;
 pub use invalid::{InvalidPosition, Rebuilt};
 
 /// A source partition: (topic, partition).

@@ -12,13 +12,14 @@ use strait_connect::{ConnectError, ConnectResult};
 use tokio::task::JoinHandle;
 
 use super::{report, KafkaSource, Listed, CONSUMER_SETTINGS};
-use crate::admin::{topic_ids, TopicId};
+use crate::admin::topic_ids;
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Skip;
 use crate::kafka::{blocking, joined, topic_partition_counts, watermarks, METADATA_TIMEOUT};
 use crate::positions::POSITIONS_TOPIC;
 use crate::resume::{self, Partition, Read, Rules, Start, Stop, TimestampCheck};
 use crate::slots::slot_of;
+use crate::topic_id::TopicId;
 
 impl KafkaSource {
     /// Lists the source's topics and assigns partitions not yet assigned. Returns the selected

@@ -31,7 +31,6 @@ use rdkafka::{Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Source, SourceOffset};
 use tokio::task::JoinHandle;
 
-use crate::admin::TopicId;
 use crate::client_log::ClientLog;
 use crate::config::CopyKind;
 use crate::config::Flow;
@@ -41,6 +40,7 @@ use crate::metrics::metrics;
 use crate::positions::TopicIds;
 use crate::record::ReplicatedRecord;
 use crate::resume::Stored;
+use crate::topic_id::TopicId;
 use crate::watch::Committed;
 use batches::BatchReader;
 use records::{Drained, TopicNames};

@@ -11,9 +11,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectResult};
 
 use super::KafkaSource;
-use crate::admin::TopicId;
 use crate::kafka::blocking;
 use crate::metrics::metrics;
+use crate::topic_id::TopicId;
 
 impl KafkaSource {
     /// `topic` has a new id: it was deleted and created again while this source read it, and its

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::admin::TopicId;
+use crate::topic_id::TopicId;
 
 /// The topics recreated during this run, and those still waiting for their old records' commit.
 #[derive(Default)]

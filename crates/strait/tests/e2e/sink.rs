@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use strait::admin::TopicId;
 use strait::config::Config;
 use strait::positions::{self, Saved};
 use strait::record::ReplicatedRecord;
 use strait::resume::load::stored;
 use strait::sink::{SinkParams, TargetSink};
+use strait::topic_id::TopicId;
 use strait_connect::{ConnectError, ConnectRecord, Header, Sink, SourceOffset};
 use strait_mm2::OffsetSync;
 
