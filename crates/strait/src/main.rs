@@ -132,10 +132,10 @@ async fn status(flows: Vec<Flow>, output: Output) -> ExitCode {
         status.checkpoints.extend(one.checkpoints);
         status.problems.extend(one.problems);
         if let Err(e) = result {
-            let (alias, at) = (&flow.target.alias, &flow.target.bootstrap_servers);
             status.problems.push(format!(
-                "flow {}: target cluster {alias} at {at} does not answer ({e}): its positions and checkpoints are unknown",
-                flow.name
+                "flow {}: {} does not answer ({e}): its positions and checkpoints are unknown",
+                flow.name,
+                flow.target.named("target")
             ));
         }
     }

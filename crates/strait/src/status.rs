@@ -11,7 +11,6 @@ use rdkafka::error::KafkaError;
 use serde::Serialize;
 use strait_mm2::Checkpoint;
 
-use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
 use crate::kafka::{blocking, read_to_end, topic_partition_counts, watermarks, Gap, LagReader, METADATA_TIMEOUT};
 use crate::positions::{self, Invalid};
@@ -79,10 +78,10 @@ pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError>
     match source_rows(flow, &loaded).await {
         Ok(rows) => status.partitions.extend(rows),
         Err(e) => {
-            let (alias, at) = (&flow.source.alias, &flow.source.bootstrap_servers);
             status.problems.push(format!(
-                "flow {}: source cluster {alias} at {at} does not answer ({e}): its offsets and the lag are unknown; positions are the target's",
-                flow.name
+                "flow {}: {} does not answer ({e}): its offsets and the lag are unknown; positions are the target's",
+                flow.name,
+                flow.source.named("source")
             ));
             let valid = loaded.valid.iter().map(|(tp, s)| (tp, Some(s.next_offset), None));
             let invalid = loaded.invalid.iter().map(|(tp, (_, why))| (tp, None, Some(why.to_string())));
@@ -120,10 +119,10 @@ pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError>
 /// the lag in records a `read_committed` consumer can read ([`LagReader`]: a trailing commit
 /// marker is no lag). Errors: the source does not answer.
 async fn source_rows(flow: &Flow, loaded: &positions::Loaded) -> Result<Vec<PartitionStatus>, KafkaError> {
-    let consumer: LoggedConsumer = flow.source.client_config(&[]).create_with_context(ClientLog)?;
     let reader = LagReader::new(&flow.source)?;
     let (name, reached, loaded) = (flow.name.clone(), flow.clone(), loaded.clone());
     blocking(move || {
+        let consumer = reader.consumer();
         let copied: Vec<(String, i32)> = topic_partition_counts(consumer.client(), METADATA_TIMEOUT)?
             .into_iter()
             .filter(|(topic, _)| reached.reaches_target(topic))
@@ -131,9 +130,10 @@ async fn source_rows(flow: &Flow, loaded: &positions::Loaded) -> Result<Vec<Part
                 (0..partitions).filter_map(move |p| Some((topic.clone(), i32::try_from(p).ok()?)))
             })
             .collect();
-        let marks = watermarks(&consumer, copied.iter().map(|(t, p)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
+        let marks = watermarks(consumer, copied.iter().map(|(t, p)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
         let mut rows = Vec::with_capacity(copied.len());
-        let mut gaps = Vec::new();
+        // Each gap read, and the row its lag goes to.
+        let (mut gaps, mut gap_rows) = (Vec::new(), Vec::new());
         for (topic, partition) in copied {
             let (log_start, end) = marks.get(&topic, partition)?;
             let tp = (topic.clone(), partition);
@@ -145,7 +145,8 @@ async fn source_rows(flow: &Flow, loaded: &positions::Loaded) -> Result<Vec<Part
             };
             if invalid.is_none() {
                 let from = position.unwrap_or(log_start).max(log_start);
-                gaps.push((rows.len(), Gap { topic: topic.clone(), partition, from, end }));
+                gaps.push(Gap { topic: topic.clone(), partition, from, end });
+                gap_rows.push(rows.len());
             }
             rows.push(PartitionStatus {
                 flow: name.clone(),
@@ -158,8 +159,7 @@ async fn source_rows(flow: &Flow, loaded: &positions::Loaded) -> Result<Vec<Part
                 invalid: invalid.map(|why| why.to_string()),
             });
         }
-        let lags = reader.lags(&gaps.iter().map(|(_, g)| g.clone()).collect::<Vec<_>>())?;
-        for ((row, _), lag) in gaps.into_iter().zip(lags) {
+        for (row, lag) in gap_rows.into_iter().zip(reader.lags(&gaps)?) {
             rows[row].lag = Some(lag);
         }
         rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));

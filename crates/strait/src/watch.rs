@@ -52,11 +52,10 @@ impl Committed {
 /// Watches `flow` until `cancel`: sets its lag gauges, logs its progress while behind and
 /// records whether its target answers. A cluster that does not answer is read again next time.
 pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: CancellationToken) {
-    let clients = flow.source.client_config(&[]).create_with_context(ClientLog).and_then(|s| {
-        Ok((s, LagReader::new(&flow.source)?, flow.target.client_config(&[]).create_with_context(ClientLog)?))
-    });
-    let (consumer, reader, target): (Arc<LoggedConsumer>, Arc<LagReader>, Arc<LoggedConsumer>) = match clients {
-        Ok((s, r, t)) => (Arc::new(s), Arc::new(r), Arc::new(t)),
+    let clients = LagReader::new(&flow.source)
+        .and_then(|r| Ok((r, flow.target.client_config(&[]).create_with_context(ClientLog)?)));
+    let (reader, target): (Arc<LagReader>, Arc<LoggedConsumer>) = match clients {
+        Ok((r, t)) => (Arc::new(r), Arc::new(t)),
         Err(e) => return tracing::error!(flow = %flow.name, error = %e, "lag readings cannot start"),
     };
     let mut tick = tokio::time::interval(LAG_INTERVAL.min(flow.reading.progress_log_interval));
@@ -72,9 +71,10 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
         let answers = blocking(move || probe.fetch_metadata(None, TARGET_PROBE_TIMEOUT).is_ok()).await;
         metrics().set_target_answers(&flow.name, answers);
         let positions = committed.snapshot();
-        let (marker, reader) = (consumer.clone(), reader.clone());
+        let reader = reader.clone();
         let read = blocking(move || {
-            let marks = watermarks(&marker, positions.iter().map(|((t, p), _)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
+            let marks =
+                watermarks(reader.consumer(), positions.iter().map(|((t, p), _)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
             let gaps = positions
                 .into_iter()
                 .map(|((topic, partition), next)| {

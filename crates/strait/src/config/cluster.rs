@@ -52,6 +52,12 @@ impl std::fmt::Debug for ClusterConfig {
 }
 
 impl ClusterConfig {
+    /// `<role> cluster <alias> at <bootstrap servers>`, how errors and logs name it (`role`:
+    /// "source" or "target").
+    pub fn named(&self, role: &str) -> String {
+        format!("{role} cluster {} at {}", self.alias, self.bootstrap_servers)
+    }
+
     /// librdkafka config for a client of this cluster: bootstrap servers, then `base` settings,
     /// then the cluster's own `client` overrides (which win, so an operator can tune anything).
     pub fn client_config(&self, base: &[(&str, &str)]) -> ClientConfig {

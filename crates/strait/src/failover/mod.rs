@@ -78,10 +78,7 @@ pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Opt
         Mode::Unplanned => None,
         Mode::Planned => Some(source.list(None).await.map_err(|e| {
             connect_error(
-                format!(
-                    "source cluster {} at {} does not list its groups (lost? then --mode unplanned)",
-                    flow.source.alias, flow.source.bootstrap_servers
-                ),
+                format!("{} does not list its groups (lost? then --mode unplanned)", flow.source.named("source")),
                 e,
             )
         })?),
@@ -116,7 +113,7 @@ pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Opt
 /// "source cluster `alias` at `address` does not answer", for the source that decides an
 /// unplanned failover.
 fn not_answering(source: &ClusterConfig) -> String {
-    format!("source cluster {} at {} does not answer", source.alias, source.bootstrap_servers)
+    format!("{} does not answer", source.named("source"))
 }
 
 /// Names `cluster`, one of `flow`'s two, in an error from it, with its role in `flow`.
@@ -126,7 +123,7 @@ fn on_cluster_of<'a>(flow: &Flow, cluster: &'a ClusterConfig) -> impl Fn(KafkaEr
 
 /// Names `cluster` (its `role`, alias and address) in an error from it.
 fn on<'a>(cluster: &'a ClusterConfig, role: &'a str) -> impl Fn(KafkaError) -> ConnectError + 'a {
-    move |e| connect_error(format!("{role} cluster {} at {}", cluster.alias, cluster.bootstrap_servers), e)
+    move |e| connect_error(cluster.named(role), e)
 }
 
 async fn planned(
@@ -315,8 +312,7 @@ async fn move_group(
     }
     if !commits.is_empty() {
         if let Err(e) = target.commit(group, &commits).await {
-            let (alias, at) = (&cluster.alias, &cluster.bootstrap_servers);
-            problems.push(format!("group {group}: target cluster {alias} at {at} refused the commit: {e}"));
+            problems.push(format!("group {group}: {} refused the commit: {e}", cluster.named("target")));
             return Ok(skipped(group, rows, checkpoint_age_ms));
         }
     }

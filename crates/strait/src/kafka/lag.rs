@@ -89,6 +89,12 @@ impl LagReader {
         Ok(Self { consumer })
     }
 
+    /// Its consumer, to ask the ends the gaps run to through the same client (`read_committed`,
+    /// so an end is the last stable offset: [`crate::kafka::watermarks`]).
+    pub fn consumer(&self) -> &LoggedConsumer {
+        &self.consumer
+    }
+
     /// The lag of each of `gaps`, in their order, in records (see the module's rule). Blocking:
     /// call from a blocking thread; takes one round trip per leader, at most 2 s more for a read
     /// that does not progress. Errors: the cluster refuses the read.

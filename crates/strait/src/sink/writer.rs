@@ -160,12 +160,10 @@ impl Writer {
         let context = produce_context(&self.flow, &self.syncs_topic, what, &e);
         self.failure(context, e, retry)
     }
-}
 
-impl Writer {
     /// Produces the batches `routed` holds through the slot's batch producer, each ack feeding
-    /// the offset-sync rule, the partition's metrics and its position ([`acked`]). Errors: a
-    /// flow not copying batches; as [`BatchWriter::write`].
+    /// the offset-sync rule, the partition's metrics and its position ([`Self::batch_acked`]).
+    /// Errors: a flow not copying batches; as [`BatchWriter::write`].
     pub async fn write_batches(&mut self, routed: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
         let Some(producer) = self.batches.as_mut() else {
             let first = routed.first().map(|r| format!(" of {} partition {}", r.source.topic, r.source.partition));
@@ -178,25 +176,25 @@ impl Writer {
         let record = |r: &Routed, a| acks.push((r.source.clone(), r.batch.clone(), a));
         let written = producer.write(&self.flow, self.slot, routed, retry, record).await;
         for (source, batch, a) in acks {
-            acked(self, &source, &batch, a);
+            self.batch_acked(&source, &batch, a);
         }
         written
     }
-}
 
-/// What a batch's ack feeds: the offset syncs of its first and last record (the target gives a
-/// batch's records consecutive offsets from its base; the last one's source offset is the
-/// record's, a compacted batch written anew having closed its gaps), the partition's metrics,
-/// and its last offset for the position saved after it.
-fn acked(w: &mut Writer, source: &SourceOffset, b: &Batch, a: Appended) {
-    let (topic, partition, last) = (&source.topic, source.partition, source.offset);
-    w.syncs.acked(topic, partition, b.base_offset(), a.base_offset);
-    let count = i64::from(b.record_count());
-    if count > 1 {
-        w.syncs.acked(topic, partition, last, a.base_offset + count - 1);
+    /// What a batch's ack feeds: the offset syncs of its first and last record (the target gives a
+    /// batch's records consecutive offsets from its base; the last one's source offset is the
+    /// record's, a compacted batch written anew having closed its gaps), the partition's metrics,
+    /// and its last offset for the position saved after it.
+    fn batch_acked(&mut self, source: &SourceOffset, b: &Batch, a: Appended) {
+        let (topic, partition, last) = (&source.topic, source.partition, source.offset);
+        self.syncs.acked(topic, partition, b.base_offset(), a.base_offset);
+        let count = i64::from(b.record_count());
+        if count > 1 {
+            self.syncs.acked(topic, partition, last, a.base_offset + count - 1);
+        }
+        self.stats.acked_batch(topic, partition, count as u64, b.bytes().len(), b.max_timestamp());
+        // No timestamp with the position: the last record's is inside the (compressed) batch. The
+        // topic id saved with it finds a recreated topic instead.
+        self.last.insert((topic.clone(), partition), (last, None));
     }
-    w.stats.acked_batch(topic, partition, count as u64, b.bytes().len(), b.max_timestamp());
-    // No timestamp with the position: the last record's is inside the (compressed) batch. The
-    // topic id saved with it finds a recreated topic instead.
-    w.last.insert((topic.clone(), partition), (last, None));
 }
