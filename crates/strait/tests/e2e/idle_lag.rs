@@ -1,7 +1,7 @@
 //! The lag of an idle exactly-once active/active pair (identity naming, one config, one instance
 //! per region with `--flow`, as docs/disaster-recovery.md runs it): every partition of both flows
 //! ends with the other flow's commit marker, an offset no consumer reads. `strait status`, the
-//! lag metric and the progress log count records, so the pair shows lag 0 once everything is
+//! lag metric and the progress log's readings count records, so the pair shows lag 0 once everything is
 //! copied. Before, every partition stayed at lag 1 for ever and "catching up" was logged every
 //! `progress_log_interval_ms`.
 
@@ -98,13 +98,20 @@ async fn an_idle_exactly_once_active_active_pair_shows_lag_0() {
     eprintln!("strait status (exit, [flow, partition, lag]) and the lag gauges, last seen: {last:?}");
     assert!(settled.is_ok(), "an idle pair shows lag 0 in status and the metric within 30 s; last: {last:?}");
 
-    // Idle now: no "catching up" line in the next three progress intervals.
-    let before = (near_b.logs().len(), near_a.logs().len());
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    for (strait, from, flow) in [(near_b, before.0, &forward), (near_a, before.1, &reverse)] {
+    // Idle now: the readings behind the progress log stay at 0 through three progress
+    // intervals. (The log line itself sums every partition of the flow, and the heartbeats
+    // topics the other tests write on these shared clusters are always replicated, so it may
+    // show their copying; the gauges of this pair's own topic may not.)
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for part in 0..PARTITIONS {
+            let (forward_lag, reverse_lag) = (gauge(&near_b, &aa, &ba, part), gauge(&near_a, &ba, &aa, part));
+            assert_eq!(forward_lag, Some(0.0), "flow {forward} partition {part}: lag while idle");
+            assert_eq!(reverse_lag, Some(0.0), "flow {reverse} partition {part}: lag while idle");
+        }
+    }
+    for strait in [near_b, near_a] {
         let logs = strait.logs();
-        let idle = &logs[from..];
-        assert!(!idle.contains("catching up"), "flow {flow} logs progress while idle: {idle}");
         assert!(strait.stop().success(), "{logs}");
     }
 }

@@ -199,3 +199,13 @@ pub async fn copied_to(mode: &str, flow: &Flow, ends: &BTreeMap<(String, i32), i
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
+
+/// What Strait logged that explains a stall, for a failure message: its own lines at INFO and
+/// above (librdkafka's connection failures to the node that is out left aside), the last 40.
+pub fn log_excerpt(logs: &str) -> String {
+    let kept: Vec<&str> = logs
+        .lines()
+        .filter(|l| !l.contains(" DEBUG ") && !l.contains("Connect to") && !l.contains("Global error"))
+        .collect();
+    kept[kept.len().saturating_sub(40)..].join("\n")
+}

@@ -108,5 +108,5 @@ async fn one_target_broker_down_never_stalls_the_partitions_led_by_others() {
     if position_stall > LONGEST_POSITION_STALL {
         failures.push(format!("the positions of partitions 0-5 were saved {position_stall:?} behind the source"));
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(failures.is_empty(), "{}\nstrait's log:\n{}", failures.join("\n"), stalls::log_excerpt(&logs));
 }
