@@ -159,18 +159,7 @@ impl KafkaSource {
                 .map_err(|e| ConnectError::offset(format!("assign {topic} partition {p}"), e))?;
         }
         tracing::info!(flow = %self.flow.name, partitions = new.count(), "assigning new source partitions");
-        match &self.batches {
-            Some(batches) => batches.assign(&new, |topic| ids.get(topic).and_then(TopicId::uuid))?,
-            None => {
-                let route = |e| ConnectError::backend("route source partitions to the slot", e);
-                self.reader.route(&new).map_err(route)?;
-                self.reader
-                    .consumer()
-                    .incremental_assign(&new)
-                    .map_err(|e| ConnectError::backend("assign source partitions", e))?;
-                self.reader.route(&new).map_err(route)?;
-            }
-        }
+        self.partitions.assign(&new, |topic| ids.get(topic).and_then(TopicId::uuid))?;
         // Only once assigned: a failed assign is tried again at the next refresh.
         for ((topic, p), start) in plan.starts {
             let name = self.names.get(&topic);

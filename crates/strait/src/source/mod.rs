@@ -13,6 +13,7 @@
 
 mod assign;
 mod batches;
+mod reader;
 mod records;
 mod recreate;
 mod recreation;
@@ -25,34 +26,32 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use prometheus_client::metrics::counter::Counter;
-use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Source, SourceOffset};
 use tokio::task::JoinHandle;
 
 use crate::client_log::ClientLog;
-use crate::config::CopyKind;
 use crate::config::Flow;
 use crate::consume::{SharedConsumer, SourceReader};
-use crate::kafka::{blocking, connect_error};
 use crate::metrics::metrics;
 use crate::positions::TopicIds;
 use crate::record::ReplicatedRecord;
 use crate::resume::Stored;
 use crate::topic_id::TopicId;
 use crate::watch::Committed;
-use batches::BatchReader;
-use records::{Drained, TopicNames};
+use reader::PartitionReader;
+use records::TopicNames;
 use recreation::Recreations;
 use throttle::Throttle;
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
-    /// The source consumer's lane: metadata and offsets, and with `copy = "records"` the records.
+    /// The source consumer's lane: metadata and offsets (and with `copy = "records"` the
+    /// records, through [`Self::partitions`]).
     reader: Arc<SourceReader>,
-    /// With `copy = "batches"`, what reads the partitions instead of the consumer.
-    batches: Option<BatchReader>,
+    /// What reads the partitions: the flow's copy kind.
+    partitions: PartitionReader,
     /// The flow's slot whose partitions this source reads ([`crate::slots`]).
     slot: u32,
     /// Topic names shared by every record of the topic.
@@ -86,13 +85,7 @@ pub struct KafkaSource {
     listing: Option<JoinHandle<Listed>>,
     /// `max_bytes_per_second`, this slot's share, with its wait counter.
     throttle: Option<(Throttle, Counter)>,
-    /// When the partitions are next forwarded to this slot's queue again
-    /// ([`SourceReader::reroute`]).
-    next_reroute: Instant,
 }
-
-/// How often a slot forwards its partitions to its queue again ([`SourceReader::reroute`]).
-const REROUTE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The source's topics, each with its partition count and, for the topics the flow replicates,
 /// its id when the cluster gave one.
@@ -175,13 +168,11 @@ impl KafkaSource {
             let share = u64::try_from(flow.slot_share(total, 1)).unwrap_or(u64::MAX);
             (Throttle::new(share, Instant::now()), metrics().throttled_ms(&flow.source.alias, &flow.target.alias))
         });
-        let batches = match flow.writing.copy {
-            CopyKind::Records => None,
-            CopyKind::Batches => Some(BatchReader::start(&flow, BatchReader::queue_share(&flow)).await?),
-        };
+        let reader = Arc::new(reader);
+        let partitions = PartitionReader::start(&flow, &reader).await?;
         let mut source = Self {
-            reader: Arc::new(reader),
-            batches,
+            reader,
+            partitions,
             slot,
             names: TopicNames::default(),
             flow,
@@ -197,7 +188,6 @@ impl KafkaSource {
             next_refresh: Instant::now(),
             listing: None,
             throttle,
-            next_reroute: Instant::now() + REROUTE_INTERVAL,
         };
         let topics = source.refresh().await?;
         tracing::info!(
@@ -232,16 +222,12 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
         timeout: Duration,
     ) -> ConnectResult<Vec<ConnectRecord<(), ReplicatedRecord>>> {
         self.refresh_in_background().await;
-        if self.batches.is_none() && Instant::now() >= self.next_reroute {
-            self.reader.reroute();
-            self.next_reroute = Instant::now() + REROUTE_INTERVAL;
-        }
         if self.recreations.any_draining() {
             self.finish_recreations();
         }
         // A leader no longer knows the id a partition is read under: list the source now, so a
         // topic created again is taken from its start without waiting for the next refresh.
-        if self.batches.as_ref().is_some_and(BatchReader::take_topic_gone) {
+        if self.partitions.tick() {
             self.next_refresh = self.next_refresh.min(Instant::now());
         }
         let (mut timeout, mut max_bytes) = (timeout, max_bytes);
@@ -258,36 +244,12 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
             }
             max_bytes = max_bytes.min(throttle.burst());
         }
-        if let Some(batches) = &self.batches {
-            let (records, bytes) = batches.drain(&mut self.names, max_records, max_bytes, timeout).await?;
-            if let Some((throttle, _)) = &mut self.throttle {
-                throttle.spend(bytes, Instant::now());
-            }
-            return Ok(records);
-        }
-        // What is already fetched is taken on this thread, without waiting; only when nothing
-        // is, one blocking call waits up to `timeout` for the first record (then takes the rest
-        // the same way): no hand-over to another thread while records flow.
-        let mut batch = Drained { records: Vec::new(), bytes: 0, denied: None };
-        batch.drain(&self.reader, &mut self.names, max_records, max_bytes, Duration::ZERO, &self.flow.name);
-        if batch.records.is_empty() && batch.denied.is_none() {
-            let reader = self.reader.clone();
-            let mut names = std::mem::take(&mut self.names);
-            let flow = self.flow.name.clone();
-            (batch, self.names) = blocking(move || {
-                batch.drain(&reader, &mut names, max_records, max_bytes, timeout, &flow);
-                (batch, names)
-            })
-            .await;
-        }
+        let (records, bytes) =
+            self.partitions.read(&mut self.names, max_records, max_bytes, timeout, &self.flow).await?;
         if let Some((throttle, _)) = &mut self.throttle {
-            throttle.spend(batch.bytes, Instant::now());
+            throttle.spend(bytes, Instant::now());
         }
-        match batch.denied {
-            // Records read before the refusal are dropped: they are read again at the next start.
-            Some(e) => Err(connect_error(format!("read source cluster {}", self.flow.source.alias), e)),
-            None => Ok(batch.records),
-        }
+        Ok(records)
     }
 
     /// The start of each partition started at its end (`start_from = "latest"`) and not yet
@@ -330,29 +292,12 @@ impl Source<(), ReplicatedRecord> for KafkaSource {
             tpl.add_partition_offset(topic, *partition, *offset)
                 .map_err(|e| ConnectError::offset(format!("rewind {topic} partition {partition}"), e))?;
         }
-        if let Some(batches) = &self.batches {
-            return batches.assign(&tpl, |topic| self.ids.get(topic).and_then(|id| id.uuid()));
-        }
-        let reader = self.reader.clone();
-        blocking(move || {
-            let mut all = tpl.clone();
-            all.set_all_offsets(Offset::Invalid)?;
-            reader.consumer().incremental_unassign(&all)?;
-            reader.route(&tpl)?;
-            reader.consumer().incremental_assign(&tpl)?;
-            reader.route(&tpl)
-        })
-        .await
-        .map_err(|e| ConnectError::backend(format!("rewind the source of flow {}", self.flow.name), e))
+        let ids = &self.ids;
+        self.partitions.rewind(tpl, |topic| ids.get(topic).and_then(|id| id.uuid()), &self.flow.name).await
     }
 
     /// Unassigns this slot's partitions (the consumer may be shared with other slots).
     async fn close(&mut self) -> ConnectResult<()> {
-        if let Some(batches) = &self.batches {
-            batches.release();
-            return Ok(());
-        }
-        let reader = self.reader.clone();
-        blocking(move || reader.release()).await.map_err(|e| ConnectError::backend("unassign source partitions", e))
+        self.partitions.release().await
     }
 }

@@ -1,16 +1,140 @@
-//! The records of a poll: taken from the consumer up to the batch's bounds, each holding its
+//! `copy = "records"` on the source side: the slot's lane of librdkafka's consumer, which reads
+//! by topic name; the records of a poll taken from it up to the batch's bounds, each holding its
 //! message (no copy of key and value) and one shared copy of its topic name.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
-use strait_connect::{ConnectRecord, Header, SourceOffset};
+use rdkafka::{Offset, TopicPartitionList};
+use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, SourceOffset};
 
+use crate::config::Flow;
 use crate::consume::{KafkaMessage, SourceReader};
-use crate::kafka::is_denied;
+use crate::kafka::{blocking, connect_error, is_denied};
 use crate::record::ReplicatedRecord;
+
+/// How often a slot forwards its partitions to its queue again ([`SourceReader::reroute`]).
+const REROUTE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The slot's lane of the source consumer, reading its partitions' records.
+pub(super) struct RecordLane {
+    lane: Arc<SourceReader>,
+    /// When the partitions are next forwarded to this slot's queue again.
+    next_reroute: Instant,
+}
+
+impl RecordLane {
+    pub(super) fn new(lane: Arc<SourceReader>) -> Self {
+        Self { lane, next_reroute: Instant::now() + REROUTE_INTERVAL }
+    }
+
+    /// Forwards the partitions to this slot's queue again, once a second: librdkafka drops a
+    /// partition's forwarding when it re-creates its fetch state.
+    pub(super) fn tick(&mut self) {
+        if Instant::now() >= self.next_reroute {
+            self.lane.reroute();
+            self.next_reroute = Instant::now() + REROUTE_INTERVAL;
+        }
+    }
+
+    /// Reads `tpl`'s partitions from their offsets, their records routed to this slot's queue.
+    pub(super) fn assign(&self, tpl: &TopicPartitionList) -> ConnectResult<()> {
+        let route = |e| ConnectError::backend("route source partitions to the slot", e);
+        self.lane.route(tpl).map_err(route)?;
+        self.lane
+            .consumer()
+            .incremental_assign(tpl)
+            .map_err(|e| ConnectError::backend("assign source partitions", e))?;
+        self.lane.route(tpl).map_err(route)
+    }
+
+    /// Reads `tpl`'s partitions again from their offsets; librdkafka drops what it prefetched.
+    pub(super) async fn rewind(&self, tpl: TopicPartitionList, flow: &str) -> ConnectResult<()> {
+        let lane = self.lane.clone();
+        blocking(move || {
+            let mut all = tpl.clone();
+            all.set_all_offsets(Offset::Invalid)?;
+            lane.consumer().incremental_unassign(&all)?;
+            lane.route(&tpl)?;
+            lane.consumer().incremental_assign(&tpl)?;
+            lane.route(&tpl)
+        })
+        .await
+        .map_err(|e| ConnectError::backend(format!("rewind the source of flow {flow}"), e))
+    }
+
+    /// Stops reading `partitions` of `topic` (resumed, should they have been paused); returns the
+    /// offset after the last record handed out of each it knows.
+    pub(super) async fn unassign(&self, topic: &str, partitions: &[i32]) -> Result<HashMap<i32, i64>, KafkaError> {
+        let mut tpl = TopicPartitionList::new();
+        for p in partitions {
+            tpl.add_partition(topic, *p);
+        }
+        let consumer = self.lane.consumer().clone();
+        let read = blocking(move || {
+            let read = consumer.position()?;
+            consumer.incremental_unassign(&tpl)?;
+            consumer.resume(&tpl)?;
+            Ok::<_, KafkaError>(read)
+        })
+        .await?;
+        let at = |p: &i32| match read.find_partition(topic, *p).map(|e| e.offset()) {
+            Some(Offset::Offset(next)) => Some((*p, next)),
+            _ => None,
+        };
+        Ok(partitions.iter().filter_map(at).collect())
+    }
+
+    /// Pauses the partitions of `pause` and resumes those of `resume`.
+    pub(super) async fn pause(&self, pause: TopicPartitionList, resume: TopicPartitionList) -> Result<(), KafkaError> {
+        let consumer = self.lane.consumer().clone();
+        blocking(move || {
+            consumer.pause(&pause)?;
+            consumer.resume(&resume)
+        })
+        .await
+    }
+
+    /// Unassigns this slot's partitions (the consumer may be shared with other slots).
+    pub(super) async fn release(&self) -> ConnectResult<()> {
+        let lane = self.lane.clone();
+        blocking(move || lane.release()).await.map_err(|e| ConnectError::backend("unassign source partitions", e))
+    }
+
+    /// The records of a poll (at most `max_records`, about `max_bytes`) and their bytes. What is
+    /// already fetched is taken on this thread, without waiting; only when nothing is, one
+    /// blocking call waits up to `timeout` for the first record (then takes the rest the same
+    /// way): no hand-over to another thread while records flow. Errors: a refusal (missing ACL,
+    /// refused credentials); the records read before it are dropped, to be read again at the
+    /// next start.
+    pub(super) async fn read(
+        &self,
+        names: &mut TopicNames,
+        max_records: usize,
+        max_bytes: usize,
+        timeout: Duration,
+        flow: &Arc<Flow>,
+    ) -> ConnectResult<(Vec<ConnectRecord<(), ReplicatedRecord>>, usize)> {
+        let mut batch = Drained { records: Vec::new(), bytes: 0, denied: None };
+        batch.drain(&self.lane, names, max_records, max_bytes, Duration::ZERO, &flow.name);
+        if batch.records.is_empty() && batch.denied.is_none() {
+            let (lane, flow) = (self.lane.clone(), flow.clone());
+            let mut taken = std::mem::take(names);
+            (batch, *names) = blocking(move || {
+                batch.drain(&lane, &mut taken, max_records, max_bytes, timeout, &flow.name);
+                (batch, taken)
+            })
+            .await;
+        }
+        match batch.denied {
+            Some(e) => Err(connect_error(format!("read source cluster {}", flow.source.alias), e)),
+            None => Ok((batch.records, batch.bytes)),
+        }
+    }
+}
 
 /// One shared name per topic for the records of a flow.
 #[derive(Default)]
@@ -35,17 +159,17 @@ impl TopicNames {
 }
 
 /// Records taken from the consumer for one poll.
-pub(super) struct Drained {
-    pub(super) records: Vec<ConnectRecord<(), ReplicatedRecord>>,
-    pub(super) bytes: usize,
+struct Drained {
+    records: Vec<ConnectRecord<(), ReplicatedRecord>>,
+    bytes: usize,
     /// The consumer reported a refusal (missing ACL, refused credentials): no retry helps.
-    pub(super) denied: Option<KafkaError>,
+    denied: Option<KafkaError>,
 }
 
 impl Drained {
     /// Takes records from `reader` until `max_records` or `max_bytes` is reached or none is
     /// left, waiting up to `wait` for the first one. The consumer's errors are served first.
-    pub(super) fn drain(
+    fn drain(
         &mut self,
         reader: &SourceReader,
         names: &mut TopicNames,

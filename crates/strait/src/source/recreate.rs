@@ -5,13 +5,11 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use rdkafka::consumer::Consumer;
-use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
-use strait_connect::{ConnectError, ConnectResult};
+use strait_connect::ConnectResult;
 
+use super::reader::Unassigned;
 use super::KafkaSource;
-use crate::kafka::blocking;
 use crate::metrics::metrics;
 use crate::topic_id::TopicId;
 
@@ -27,39 +25,10 @@ impl KafkaSource {
     /// unassigned.
     pub(super) async fn begin_recreation(&mut self, topic: &str, old: TopicId, new: TopicId) -> ConnectResult<()> {
         let partitions: Vec<i32> = self.assigned.iter().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
-        let mut tpl = TopicPartitionList::new();
-        for p in &partitions {
-            tpl.add_partition(topic, *p);
-        }
         // The position is the offset after the last record handed to Strait, which reads nothing
-        // of these partitions once they are unassigned.
-        // The batch reader knows where each partition's old topic ended (read by its id).
-        let mut ends = HashMap::new();
-        let read: HashMap<i32, i64> = match &self.batches {
-            Some(batches) => {
-                let left = batches.unassign(topic, &partitions);
-                ends.extend(left.iter().filter_map(|(p, l)| Some((*p, l.end?))));
-                left.into_iter().filter_map(|(p, l)| Some((p, l.handed?))).collect()
-            }
-            None => {
-                let consumer = self.reader.consumer().clone();
-                let read = blocking(move || {
-                    let read = consumer.position()?;
-                    consumer.incremental_unassign(&tpl)?;
-                    // Paused when the topic vanished ([`Self::pause_vanished`]): the new topic's
-                    // partitions must not inherit the pause.
-                    consumer.resume(&tpl)?;
-                    Ok::<_, KafkaError>(read)
-                })
-                .await
-                .map_err(|e| ConnectError::backend(format!("unassign the partitions of recreated topic {topic}"), e))?;
-                let at = |p: &i32| match read.find_partition(topic, *p).map(|e| e.offset()) {
-                    Some(Offset::Offset(next)) => Some((*p, next)),
-                    _ => None,
-                };
-                partitions.iter().filter_map(at).collect()
-            }
-        };
+        // of these partitions once they are unassigned. A reader by id knows where each
+        // partition's old topic ended.
+        let Unassigned { handed: read, ends } = self.partitions.unassign(topic, &partitions).await?;
         let name = self.names.get(topic);
         let (flow, source, target) = (&self.flow.name, &self.flow.source.alias, &self.flow.target.alias);
         let mut uncommitted = HashMap::new();
@@ -115,7 +84,7 @@ impl KafkaSource {
     /// listed again (the next step, [`Self::begin_recreation`], takes them off for good when its
     /// id changed). A pause or resume that fails is logged; the next listing tries again.
     pub(super) async fn pause_vanished(&mut self, listed: &HashSet<String>) {
-        if self.batches.is_some() {
+        if !self.partitions.reads_by_name() {
             // Fetched by topic id: a vanished topic's partitions answer an unknown id.
             return;
         }
@@ -138,13 +107,8 @@ impl KafkaSource {
         if pause.count() + resume.count() == 0 {
             return;
         }
-        let consumer = self.reader.consumer().clone();
         let paused: Vec<String> = pause.elements().iter().map(|e| e.topic().to_string()).collect();
-        let done = blocking(move || {
-            consumer.pause(&pause)?;
-            consumer.resume(&resume)
-        })
-        .await;
+        let done = self.partitions.pause(pause, resume).await;
         if let Err(e) = done {
             tracing::warn!(flow = %self.flow.name, error = %e, "pausing or resuming the partitions of a vanished source topic failed; the next listing tries again");
             for topic in paused {
