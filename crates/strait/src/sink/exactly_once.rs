@@ -1,30 +1,22 @@
 //! Exactly-once delivery (KIP-98 transactions, as MM2's KIP-618): each batch is one transaction
 //! of the slot's transactional producer holding its records, offset syncs and positions, which
-//! become visible together or not at all. The producer is the record producer, or with
-//! `copy = "batches"` the batch producer (`batches.rs`), which then writes the offset syncs and
-//! positions too.
+//! become visible together or not at all. Written once against the copy kind's target
+//! ([`super::target::Target`]): the record producer, or with `copy = "batches"` the batch producer, holds the
+//! transactions.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::error::KafkaError;
-use rdkafka::producer::Producer;
 use strait_connect::{ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
 
 use super::errors::Retry;
 use super::mm2_offsets::Mm2Offsets;
-use super::producers::{producer_service, COMMIT_FLUSH_TIMEOUT};
-use super::service::DataProducer;
-use super::state;
+use super::producers::COMMIT_FLUSH_TIMEOUT;
 use super::syncs::CompletedSyncs;
+use super::target::Slot;
 use super::writer::Writer;
-
-/// How long one `abort_transaction` call waits for the records in flight. Each call purges the
-/// records queued; a batch the target refused mid-transaction (a record over its size limit) has
-/// later batches of the partition in flight, which librdkafka queues again for retry after their
-/// responses: one long call waits on them until `message.timeout.ms`, while calls this short purge
-/// them at the next round.
-const ABORT_ROUND: Duration = Duration::from_secs(1);
+use crate::config::Flow;
 
 /// The exactly-once mode's state.
 pub struct ExactlyOnce {
@@ -65,22 +57,18 @@ impl ExactlyOnce {
         Retry::Replay { began: self.began, timeout: self.transaction_timeout }
     }
 
+    /// What the target's transaction steps need of the slot ([`Slot`]).
+    fn slot<'a>(&self, w: (&'a Arc<Flow>, u32, &'a str)) -> Slot<'a> {
+        let (flow, slot, syncs_topic) = w;
+        Slot { flow, slot, syncs_topic, timeout: self.transaction_timeout, retry: self.retry() }
+    }
+
     /// [`strait_connect::Sink::begin`]: a new transaction, on a new producer if the target
     /// aborted the last one after its timeout.
     pub async fn begin(&mut self, w: &mut Writer) -> ConnectResult<()> {
-        if let Some(batches) = &mut w.batches {
-            batches.begin(&w.flow, self.renew_producer).await?;
-            self.renew_producer = false;
-            self.began = Some(Instant::now());
-            self.in_transaction = true;
-            return Ok(());
-        }
-        if self.renew_producer {
-            tracing::warn!(flow = %w.flow.name, "the target aborted a transaction that outlived transaction_timeout_ms; starting a new transactional producer");
-            w.service = producer_service(&w.flow, w.slot, Some(self.transaction_timeout), &[]).await?;
-            self.renew_producer = false;
-        }
-        self.transaction_call(w, "begin transaction", |p, _| p.begin_transaction()).await?;
+        let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
+        w.target.begin(&mut w.service, &at, self.renew_producer).await?;
+        self.renew_producer = false;
         self.began = Some(Instant::now());
         self.in_transaction = true;
         Ok(())
@@ -97,11 +85,8 @@ impl ExactlyOnce {
     /// written into the open transaction, which is committed (its commit flushes the producer).
     pub async fn commit(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
         self.write_state(w, positions).await?;
-        if let Some(batches) = &mut w.batches {
-            batches.commit((&w.flow, w.slot), self.retry()).await?;
-        } else {
-            self.transaction_call(w, "commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
-        }
+        let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
+        w.target.commit(&w.service, &at).await?;
         self.in_transaction = false;
         self.completed.extend(self.uncommitted_syncs.drain(..));
         Ok(())
@@ -118,21 +103,12 @@ impl ExactlyOnce {
         if self.completed.is_on() {
             self.uncommitted_syncs.extend(syncs.iter().cloned());
         }
-        if let Some(batches) = &mut w.batches {
-            let mm2_positions: Vec<SourceOffset> = positions.iter().map(|(p, _, _)| p.clone()).collect();
-            let ctx = (&*w.flow, w.slot);
-            return batches.write_state(ctx, &w.syncs_topic, &syncs, &positions, &mm2_positions, self.retry()).await;
-        }
-        if let Err(failed) =
-            state::send(&mut w.service, &w.syncs_topic, syncs, positions, self.mm2_offsets.as_ref()).await
-        {
-            return Err(w.produce_error(failed, self.retry()));
-        }
-        Ok(())
+        let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
+        w.target.write_state(&mut w.service, &at, (syncs, positions), self.mm2_offsets.as_ref()).await
     }
 
-    /// Writes MM2's source offsets of `positions` alone in a transaction of the record producer
-    /// (with `write_mm2_offsets`: those [`super::mm2_offsets::at_start`] when the slot starts; nothing
+    /// Writes MM2's source offsets of `positions` alone in a transaction (with
+    /// `write_mm2_offsets`: those [`super::mm2_offsets::at_start`] when the slot starts; nothing
     /// to do without the setting or positions). Errors: as [`Self::commit`]; a failed transaction
     /// is aborted.
     pub async fn write_mm2_offsets(&mut self, w: &mut Writer, positions: Vec<SourceOffset>) -> ConnectResult<()> {
@@ -140,32 +116,16 @@ impl ExactlyOnce {
             return Ok(());
         }
         self.begin(w).await?;
-        if let Some(batches) = &mut w.batches {
-            let (ctx, retry) = ((&*w.flow, w.slot), self.retry());
-            let written = match batches.write_state(ctx, &w.syncs_topic, &[], &Vec::new(), &positions, retry).await {
-                Ok(()) => batches.commit(ctx, retry).await,
-                failed => failed,
-            };
-            if let Err(e) = written {
-                self.abort(w).await?;
-                return Err(e);
-            }
-            self.in_transaction = false;
-            return Ok(());
-        }
-        let sent = match &self.mm2_offsets {
-            Some(mm2_offsets) => match mm2_offsets.send(&mut w.service, &positions).await {
-                Ok(()) => w.await_acks().await,
-                failed => failed,
-            },
-            None => Ok(()),
+        let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
+        let Some(mm2_offsets) = &self.mm2_offsets else { return Ok(()) };
+        let written = match w.target.write_mm2_offsets(&mut w.service, &at, &positions, mm2_offsets).await {
+            Ok(()) => w.target.commit(&w.service, &at).await,
+            failed => failed,
         };
-        if let Err(failed) = sent {
-            let e = w.produce_error(failed, self.retry());
+        if let Err(e) = written {
             self.abort(w).await?;
             return Err(e);
         }
-        self.transaction_call(w, "commit transaction", |p, timeout| p.commit_transaction(timeout)).await?;
         self.in_transaction = false;
         Ok(())
     }
@@ -174,26 +134,8 @@ impl ExactlyOnce {
     /// acks of its records still to come are ignored, and offset syncs restart from the next
     /// record of each partition.
     pub async fn abort(&mut self, w: &mut Writer) -> ConnectResult<()> {
-        if let Some(batches) = &mut w.batches {
-            if self.in_transaction {
-                self.renew_producer |= batches.abort((&w.flow, w.slot), self.retry()).await?;
-            }
-        // A producer that failed for good (fenced) cannot abort; the target aborts its transaction.
-        } else if self.in_transaction && w.service.fatal_error().is_none() {
-            let aborted =
-                state::transaction_call(&w.service, &w.flow.name, "abort transaction", ABORT_ROUND, |p, t| {
-                    p.abort_transaction(t)
-                })
-                .await
-                .map_err(|e| w.failure(format!("flow {}: abort transaction", w.flow.name), e, self.retry()));
-            // The target may abort the timed-out transaction itself while we try (fencing us).
-            if aborted.is_err() && !(w.service.fatal_error().is_some() && self.retry().outlived()) {
-                return aborted;
-            }
-        }
-        if w.batches.is_none() && w.service.fatal_error().is_some() && self.retry().outlived() {
-            self.renew_producer = true;
-        }
+        let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
+        self.renew_producer |= w.target.abort(&w.service, &at, self.in_transaction).await?;
         self.in_transaction = false;
         self.uncommitted_syncs.clear();
         w.service.forget_in_flight();
@@ -204,18 +146,5 @@ impl ExactlyOnce {
     /// The offset syncs committed since the last call (for `TargetSink::drain_offset_syncs`).
     pub fn drain_offset_syncs(&mut self) -> Vec<OffsetSync> {
         self.completed.drain()
-    }
-
-    /// Runs a transactional call of the record producer, retrying while librdkafka says so
-    /// ([`state::transaction_call`]). Errors through [`Writer::failure`].
-    async fn transaction_call(
-        &self,
-        w: &Writer,
-        what: &str,
-        call: impl Fn(&DataProducer, Duration) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
-    ) -> ConnectResult<()> {
-        state::transaction_call(&w.service, &w.flow.name, what, self.transaction_timeout, call)
-            .await
-            .map_err(|e| w.failure(format!("flow {}: {what}", w.flow.name), e, self.retry()))
     }
 }

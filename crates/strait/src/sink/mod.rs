@@ -32,6 +32,7 @@ pub mod service;
 mod state;
 pub mod stats;
 pub mod syncs;
+mod target;
 pub mod topics;
 mod writer;
 
@@ -47,7 +48,6 @@ use crate::config::{ClusterConfig, CopyKind, Delivery, Flow};
 use crate::kafka::{cluster_id, connect_error};
 use crate::positions::{TopicIds, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
-use batches::BatchWriter;
 use loop_guard::LoopGuard;
 use mode::Mode;
 pub use producers::{shared_record_producer, AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_KBYTES, PRODUCER_SETTINGS};
@@ -55,6 +55,7 @@ use records::RecordPath;
 use service::{DataProducer, ProduceService};
 use stats::SinkMetrics;
 use syncs::OffsetSyncWriter;
+use target::Target;
 use topics::TopicRouter;
 use writer::Writer;
 
@@ -145,16 +146,13 @@ impl TargetSink {
                 _ => producers::producer_service(&flow, slot, transaction_timeout, &[]).await,
             }
         };
-        let batches = async {
-            match copies_batches {
-                true => BatchWriter::start(&flow, slot, mm2_partitions).await.map(Some),
-                false => Ok(None),
-            }
-        };
         // Every producer holding the slot's transactional id has fenced the previous owner
         // before the positions are read.
-        let (service, mut mode, batches) =
-            tokio::try_join!(service, Mode::start(&flow, slot, syncs_cluster, &syncs_topic), batches)?;
+        let (service, mut mode, target) = tokio::try_join!(
+            service,
+            Mode::start(&flow, slot, syncs_cluster, &syncs_topic),
+            Target::start(&flow, slot, mm2_partitions)
+        )?;
         let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;
         let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
         let mut writer = Writer {
@@ -168,7 +166,7 @@ impl TargetSink {
             flow,
             slot,
             service,
-            batches,
+            target,
         };
         mode.write_mm2_offsets(&mut writer, mm2_offsets_at_start).await?;
         Ok(Self { writer, mode, records, staged: Vec::new() })

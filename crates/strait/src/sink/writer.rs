@@ -11,7 +11,7 @@ use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
 use strait_wire::{Appended, Batch};
 
-use super::batches::{BatchWriter, Routed};
+use super::batches::Routed;
 use super::cuts::Cuts;
 use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
@@ -20,6 +20,7 @@ use super::service::{Failed, ProduceService};
 use super::state::PositionRecords;
 use super::stats::SinkMetrics;
 use super::syncs::OffsetSyncWriter;
+use super::target::Target;
 use crate::config::Flow;
 use crate::positions::{self, TopicIds};
 
@@ -30,9 +31,8 @@ pub struct Writer {
     pub slot: u32,
     /// Writes records; in exactly-once mode also offset syncs and positions, in its transactions.
     pub service: ProduceService<InFlight>,
-    /// With `copy = "batches"`: writes whole source batches; in exactly-once mode also the offset
-    /// syncs and positions, in its transactions, and the record producer is not transactional.
-    pub batches: Option<BatchWriter>,
+    /// What writes the data besides the record producer: the flow's copy kind ([`Target`]).
+    pub target: Target,
     pub syncs: OffsetSyncWriter,
     pub stats: SinkMetrics,
     /// The offset-syncs topic (`mm2-offset-syncs.<alias>.internal`).
@@ -163,9 +163,9 @@ impl Writer {
 
     /// Produces the batches `routed` holds through the slot's batch producer, each ack feeding
     /// the offset-sync rule, the partition's metrics and its position ([`Self::batch_acked`]).
-    /// Errors: a flow not copying batches; as [`BatchWriter::write`].
+    /// Errors: a flow not copying batches; as [`super::batches::BatchWriter::write`].
     pub async fn write_batches(&mut self, routed: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
-        let Some(producer) = self.batches.as_mut() else {
+        let Target::Batches(producer) = &mut self.target else {
             let first = routed.first().map(|r| format!(" of {} partition {}", r.source.topic, r.source.partition));
             return Err(ConnectError::invalid(
                 format!("flow {}: a whole batch{}", self.flow.name, first.unwrap_or_default()),

@@ -1,0 +1,198 @@
+//! The copy kind on the target side (`copy`): what writes a slot's data and, exactly-once, holds
+//! its transactions. The record producer (librdkafka, `Writer::service`) is there in both kinds
+//! (topic metadata goes through it); with `copy = "batches"` the batch producer (`batches.rs`)
+//! writes the data and holds the transactions instead. Exactly-once delivery
+//! (`exactly_once.rs`) is written once against the steps here: begin, write the batch's state
+//! (offset syncs, positions, MM2's source offsets), commit, abort. A third copy kind is one
+//! variant here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::error::KafkaError;
+use rdkafka::producer::Producer;
+use strait_connect::{ConnectError, ConnectResult, SourceOffset};
+use strait_mm2::OffsetSync;
+
+use super::batches::BatchWriter;
+use super::errors::{produce_context, write_failure, Retry};
+use super::in_flight::InFlight;
+use super::mm2_offsets::Mm2Offsets;
+use super::producers::producer_service;
+use super::service::{DataProducer, Failed, ProduceService};
+use super::state::{self, PositionRecords};
+use crate::config::{CopyKind, Flow};
+
+/// How long one `abort_transaction` call waits for the records in flight. Each call purges the
+/// records queued; a batch the target refused mid-transaction (a record over its size limit) has
+/// later batches of the partition in flight, which librdkafka queues again for retry after their
+/// responses: one long call waits on them until `message.timeout.ms`, while calls this short purge
+/// them at the next round.
+const ABORT_ROUND: Duration = Duration::from_secs(1);
+
+/// What writes the slot's data besides the record producer.
+pub enum Target {
+    /// `copy = "records"`: the record producer writes the records, and exactly-once holds the
+    /// slot's transactions (`transactional.id` `strait-<flow>/slot-<n>`).
+    Records,
+    /// `copy = "batches"`: the batch producer writes whole batches, and exactly-once holds the
+    /// slot's transactions; the record producer is then not transactional. (Boxed, being the
+    /// larger.)
+    Batches(Box<BatchWriter>),
+}
+
+/// The slot a transaction step works for, and how its failure is classified.
+pub struct Slot<'a> {
+    pub flow: &'a Arc<Flow>,
+    pub slot: u32,
+    /// The offset-syncs topic.
+    pub syncs_topic: &'a str,
+    /// `transaction.timeout.ms` of the slot's transactional producer.
+    pub timeout: Duration,
+    pub retry: Retry,
+}
+
+impl Slot<'_> {
+    /// The error of a failed call of `service`, described by `context`.
+    fn failure(&self, service: &ProduceService<InFlight>, context: String, e: KafkaError) -> ConnectError {
+        write_failure(self.flow, self.slot, service.fatal_error(), self.retry, context, e)
+    }
+
+    /// The error of a record of `service` that could not be written.
+    fn produce_error(&self, service: &ProduceService<InFlight>, (what, e): Failed<InFlight>) -> ConnectError {
+        let context = produce_context(self.flow, self.syncs_topic, what, &e);
+        self.failure(service, context, e)
+    }
+
+    /// Runs a transactional call of the record producer, retrying while librdkafka says so
+    /// ([`state::transaction_call`]), each attempt waiting up to `timeout`.
+    async fn call(
+        &self,
+        service: &ProduceService<InFlight>,
+        what: &str,
+        timeout: Duration,
+        call: impl Fn(&DataProducer, Duration) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
+    ) -> ConnectResult<()> {
+        let flow = &self.flow.name;
+        state::transaction_call(service, flow, what, timeout, call)
+            .await
+            .map_err(|e| self.failure(service, format!("flow {flow}: {what}"), e))
+    }
+}
+
+impl Target {
+    /// The target of `flow`'s copy kind for `slot`. Errors: as [`BatchWriter::start`].
+    pub async fn start(flow: &Flow, slot: u32, mm2_partitions: Option<u32>) -> ConnectResult<Self> {
+        Ok(match flow.writing.copy {
+            CopyKind::Records => Self::Records,
+            CopyKind::Batches => Self::Batches(Box::new(BatchWriter::start(flow, slot, mm2_partitions).await?)),
+        })
+    }
+
+    /// Exactly-once: opens a transaction, on a new producer first when `renew` (the target
+    /// aborted the last one after its timeout, fencing the producer). Errors: the producer
+    /// cannot be created or its transactions initialised; a failed begin.
+    pub async fn begin(
+        &mut self,
+        service: &mut ProduceService<InFlight>,
+        at: &Slot<'_>,
+        renew: bool,
+    ) -> ConnectResult<()> {
+        match self {
+            Self::Batches(batches) => batches.begin(at.flow, renew).await,
+            Self::Records => {
+                if renew {
+                    tracing::warn!(flow = %at.flow.name, "the target aborted a transaction that outlived transaction_timeout_ms; starting a new transactional producer");
+                    *service = producer_service(at.flow, at.slot, Some(at.timeout), &[]).await?;
+                }
+                at.call(service, "begin transaction", at.timeout, |p, _| p.begin_transaction()).await
+            }
+        }
+    }
+
+    /// Exactly-once: writes `syncs`, `positions` and, with `mm2_offsets`, MM2's source offsets of
+    /// the positions into the open transaction, and waits for their acks. Errors: a record that
+    /// could not be written, classified by `at.retry`.
+    pub async fn write_state(
+        &mut self,
+        service: &mut ProduceService<InFlight>,
+        at: &Slot<'_>,
+        (syncs, positions): (Vec<OffsetSync>, PositionRecords),
+        mm2_offsets: Option<&Mm2Offsets>,
+    ) -> ConnectResult<()> {
+        match self {
+            Self::Batches(batches) => {
+                let mm2_positions: Vec<SourceOffset> = positions.iter().map(|(p, _, _)| p.clone()).collect();
+                let ctx = (&**at.flow, at.slot);
+                batches.write_state(ctx, at.syncs_topic, &syncs, &positions, &mm2_positions, at.retry).await
+            }
+            Self::Records => match state::send(service, at.syncs_topic, syncs, positions, mm2_offsets).await {
+                Ok(()) => Ok(()),
+                Err(failed) => Err(at.produce_error(service, failed)),
+            },
+        }
+    }
+
+    /// Exactly-once: writes MM2's source offsets of `positions` alone into the open transaction
+    /// and waits for their acks. Errors: as [`Self::write_state`].
+    pub async fn write_mm2_offsets(
+        &mut self,
+        service: &mut ProduceService<InFlight>,
+        at: &Slot<'_>,
+        positions: &[SourceOffset],
+        mm2_offsets: &Mm2Offsets,
+    ) -> ConnectResult<()> {
+        match self {
+            Self::Batches(batches) => {
+                let ctx = (&**at.flow, at.slot);
+                batches.write_state(ctx, at.syncs_topic, &[], &Vec::new(), positions, at.retry).await
+            }
+            Self::Records => {
+                let sent = match mm2_offsets.send(service, positions).await {
+                    Ok(()) => service.wait_acks(0, &mut |_, _| {}).await,
+                    failed => failed,
+                };
+                sent.map_err(|failed| at.produce_error(service, failed))
+            }
+        }
+    }
+
+    /// Exactly-once: commits the open transaction. Errors: fenced by another instance; retriable
+    /// when the target is unreachable or aborted the transaction after its timeout.
+    pub async fn commit(&mut self, service: &ProduceService<InFlight>, at: &Slot<'_>) -> ConnectResult<()> {
+        match self {
+            Self::Batches(batches) => batches.commit((at.flow, at.slot), at.retry).await,
+            Self::Records => {
+                at.call(service, "commit transaction", at.timeout, |p, timeout| p.commit_transaction(timeout)).await
+            }
+        }
+    }
+
+    /// Exactly-once: aborts the open transaction (`open`; none: nothing to abort). Returns
+    /// whether the next begin needs a new producer: the target aborted the transaction itself
+    /// after its timeout, fencing this one. Errors: fenced by another instance; a refusal.
+    pub async fn abort(
+        &mut self,
+        service: &ProduceService<InFlight>,
+        at: &Slot<'_>,
+        open: bool,
+    ) -> ConnectResult<bool> {
+        match self {
+            Self::Batches(batches) if open => batches.abort((at.flow, at.slot), at.retry).await,
+            Self::Batches(_) => Ok(false),
+            Self::Records => {
+                // A producer that failed for good (fenced) cannot abort; the target aborts its
+                // transaction.
+                if open && service.fatal_error().is_none() {
+                    let aborted =
+                        at.call(service, "abort transaction", ABORT_ROUND, |p, t| p.abort_transaction(t)).await;
+                    // The target may abort the timed-out transaction itself while we try (fencing us).
+                    if aborted.is_err() && !(service.fatal_error().is_some() && at.retry.outlived()) {
+                        return aborted.map(|()| false);
+                    }
+                }
+                Ok(service.fatal_error().is_some() && at.retry.outlived())
+            }
+        }
+    }
+}
