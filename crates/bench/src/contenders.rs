@@ -26,9 +26,9 @@ pub enum Contender {
     Mm2Eos,
     /// `raw-pipe`: consume → produce, nothing else.
     Raw,
-    /// `raw-pipe --as-strait`: the same pipe asking of librdkafka what Strait asks: Strait's client
-    /// settings, each record's headers read and written on, and its loop guard's header added.
-    /// What the client library costs.
+    /// `raw-pipe --headers` with Strait's client settings ([`as_strait`]): the same pipe asking of
+    /// librdkafka what Strait asks, each record's headers read and written on, and a header the
+    /// size of its loop guard's added. What the client library costs.
     RawHeader,
     /// `batch-pipe`: fetched record batches produced as they are, still compressed
     /// (`strait-wire`, issue 27), nothing else: the batch path's ceiling.
@@ -234,7 +234,8 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
             strait_testkit::start_mirror_maker(&dir, &props).expect("start MirrorMaker 2")
         }
         Contender::Raw | Contender::RawHeader => Command::new(env.bin.join("raw-pipe"))
-            .args((contender == Contender::RawHeader).then_some("--as-strait"))
+            .args(if contender == Contender::RawHeader { as_strait() } else { Vec::new() })
+            .env("MALLOC_CONF", malloc_conf())
             .args([source, target, &format!("r{tag}.")])
             .args(topics)
             .stdout(out)
@@ -250,4 +251,25 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
             .expect("start batch-pipe"),
     };
     Running { child }
+}
+
+/// `raw-pipe`'s arguments that make it ask of librdkafka what a flow with one slot asks, by
+/// value (the pipe imports nothing of Strait): `--headers`, then Strait's consumer settings
+/// (`-c`) and its at-least-once record producer's (`-p`), the whole producer queue included.
+fn as_strait() -> Vec<String> {
+    let queue_kbytes = strait::sink::PRODUCER_QUEUE_KBYTES.to_string();
+    let queue = [("queue.buffering.max.kbytes", queue_kbytes.as_str())];
+    let consumer = strait::source::CONSUMER_SETTINGS.iter().map(|kv| ("-c", kv));
+    let producer = [strait::sink::PRODUCER_SETTINGS, strait::sink::AT_LEAST_ONCE_SETTINGS, &queue[..]];
+    let producer = producer.into_iter().flatten().map(|kv| ("-p", kv));
+    let mut args = vec!["--headers".to_string()];
+    for (flag, (k, v)) in consumer.chain(producer) {
+        args.extend([flag.to_string(), format!("{k}={v}")]);
+    }
+    args
+}
+
+/// Strait's jemalloc options as `MALLOC_CONF`, so the pipe runs on the allocator setup Strait does.
+fn malloc_conf() -> String {
+    String::from_utf8_lossy(strait::allocator::MALLOC_CONF).trim_end_matches('\0').to_string()
 }

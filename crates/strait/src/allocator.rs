@@ -1,6 +1,7 @@
-//! The process allocator: jemalloc, with two options changed. `strait` and the benchmark's raw
-//! pipe both declare it through [`process_allocator!`](crate::process_allocator), so the pipe
-//! stays the floor of the same process setup.
+//! The process allocator: jemalloc, with two options changed. `strait` and the benchmark's
+//! batch pipe declare it through [`process_allocator!`](crate::process_allocator); the raw pipe,
+//! which imports nothing of Strait, gets the same options through `MALLOC_CONF`, so both pipes
+//! stay the floor of the same process setup.
 
 pub use tikv_jemallocator::Jemalloc;
 
