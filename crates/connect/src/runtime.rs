@@ -21,6 +21,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use tokio::sync::watch;
 
 use crate::{ConnectError, ConnectResult, Sink, Source, SourceOffset};
@@ -64,6 +65,15 @@ impl Default for RuntimeConfig {
             retry_backoff: Duration::from_millis(500),
             max_retry_backoff: Duration::from_secs(15),
         }
+    }
+}
+
+impl RuntimeConfig {
+    /// The waits before the retries of consecutive aborted batches: [`Self::retry_backoff`],
+    /// doubled up to [`Self::max_retry_backoff`] (backon's exponential backoff, no jitter).
+    fn retry_waits(&self) -> ExponentialBackoff {
+        let waits = ExponentialBuilder::new().with_min_delay(self.retry_backoff);
+        waits.with_max_delay(self.max_retry_backoff).without_max_times().build()
     }
 }
 
@@ -191,7 +201,7 @@ where
     /// Runs batches; a retriable failure of a transactional sink aborts the batch, rewinds the
     /// source and retries after a doubling backoff (reset by the next committed batch).
     async fn drive(&mut self) -> ConnectResult<()> {
-        let mut backoff = self.config.retry_backoff;
+        let mut backoff = self.config.retry_waits();
         loop {
             let mut batch = Batch::default();
             let failure = match self.batches(&mut batch, &mut backoff).await {
@@ -199,21 +209,21 @@ where
                 Err(e) if e.is_retriable() && self.sink.supports_transactions() => e,
                 Err(e) => return Err(e),
             };
-            tracing::warn!(error = %failure, retry_in_ms = backoff.as_millis() as u64, "batch aborted; rewinding the source and retrying");
+            let wait = backoff.next().unwrap_or(self.config.max_retry_backoff);
+            tracing::warn!(error = %failure, retry_in_ms = wait.as_millis() as u64, "batch aborted; rewinding the source and retrying");
             self.sink.abort().await?;
             self.source.rewind().await?;
             let mut command = self.command.clone();
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(wait) => {}
                 // A shutdown during the backoff stops at once: the aborted batch is read again at start.
                 Ok(_) = command.wait_for(|c| *c == Command::Shutdown) => return Ok(()),
             }
-            backoff = (backoff * 2).min(self.config.max_retry_backoff);
         }
     }
 
     /// Polls, puts and commits batches until shutdown or an error.
-    async fn batches(&mut self, batch: &mut Batch, backoff: &mut Duration) -> ConnectResult<()> {
+    async fn batches(&mut self, batch: &mut Batch, backoff: &mut ExponentialBackoff) -> ConnectResult<()> {
         // How old a batch must be to be committed when the source is drained (module docs).
         let floor =
             self.sink.supports_transactions().then(|| self.config.min_batch_wait.min(self.config.max_batch_wait));
@@ -290,7 +300,7 @@ where
 
     /// [`Self::commit`], then a flush when the sink is behind: before a pause or a stop,
     /// every record and position is durable.
-    async fn commit_durably(&mut self, batch: &mut Batch, backoff: &mut Duration) -> ConnectResult<()> {
+    async fn commit_durably(&mut self, batch: &mut Batch, backoff: &mut ExponentialBackoff) -> ConnectResult<()> {
         self.commit(batch, backoff).await?;
         if self.sink.behind() {
             self.sink.flush().await?;
@@ -303,7 +313,7 @@ where
     /// saved position never covers a record the sink has not made durable. A sink that commits
     /// behind is acknowledged before its records are durable; without transactions nothing is
     /// rewound, so the acknowledgement only reports progress.
-    async fn commit(&mut self, batch: &mut Batch, backoff: &mut Duration) -> ConnectResult<()> {
+    async fn commit(&mut self, batch: &mut Batch, backoff: &mut ExponentialBackoff) -> ConnectResult<()> {
         if batch.started.is_none() {
             return Ok(());
         }
@@ -317,7 +327,7 @@ where
         tracing::debug!(records = batch.records, bytes = batch.bytes, partitions = positions.len(), "batch committed");
         self.source.acknowledge(&positions).await?;
         *batch = Batch::default();
-        *backoff = self.config.retry_backoff;
+        *backoff = self.config.retry_waits();
         Ok(())
     }
 }

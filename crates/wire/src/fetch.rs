@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use backon::ExponentialBackoff;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
@@ -16,6 +17,7 @@ use tokio::task::JoinHandle;
 use crate::conn::{ClientOptions, Connection};
 use crate::error::WireError;
 use crate::fetched::{FetchAt, Fetched};
+use crate::retry::doubling;
 use crate::session::{Asked, Session};
 
 /// Fetch v13: topics named by id (KIP-516), with the diverging epoch and current leader of
@@ -60,7 +62,7 @@ pub(crate) struct Fetches {
     /// Time (ms) the brokers said they throttled this client's fetches, since the start.
     pub(crate) throttled_ms: u64,
     /// Brokers whose last request failed: not asked before the instant; the next failure's wait.
-    backoff: HashMap<i32, (Instant, Duration)>,
+    backoff: HashMap<i32, (Instant, ExponentialBackoff)>,
     /// The requests out, each a task of its own (so the cluster stays `Sync`), aborted on drop.
     out: FuturesUnordered<JoinHandle<Ended>>,
     /// The brokers with a request out, each with when its answer is due (`max_wait` and
@@ -168,8 +170,11 @@ impl Fetches {
                 Err(e) if e.is_retriable() => {
                     // Whether the broker took this epoch is unknown: start over.
                     session.reset();
-                    let wait = self.backoff.get(&broker).map_or(BACKOFF_MIN, |(_, w)| (*w * 2).min(BACKOFF_MAX));
-                    self.backoff.insert(broker, (Instant::now() + wait, wait));
+                    let (until, waits) = self
+                        .backoff
+                        .entry(broker)
+                        .or_insert_with(|| (Instant::now(), doubling(BACKOFF_MIN, BACKOFF_MAX)));
+                    *until = Instant::now() + waits.next().unwrap_or(BACKOFF_MAX);
                     moved.extend(asked.topics());
                     round.brokers.push((broker, Err(e)));
                     continue;

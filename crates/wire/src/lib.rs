@@ -45,6 +45,7 @@ mod names;
 mod offsets;
 mod produce;
 pub mod reencode;
+mod retry;
 mod sasl;
 mod security;
 mod send;

@@ -16,6 +16,7 @@ use kafka_protocol::ResponseError;
 
 use crate::cluster::Cluster;
 use crate::error::WireError;
+use crate::retry::doubling;
 use crate::send::{drive, Appended, Lane, Outgoing};
 use crate::transactional::Transactions;
 
@@ -51,7 +52,7 @@ impl Producer {
             .with_producer_id((-1).into())
             .with_producer_epoch(-1);
         let deadline = Instant::now() + delivery_timeout;
-        let mut backoff = BACKOFF;
+        let mut waits = doubling(BACKOFF, MAX_BACKOFF);
         loop {
             let mut failure = None;
             for broker in cluster.broker_ids() {
@@ -80,11 +81,11 @@ impl Producer {
                 }
             }
             let failure = failure.unwrap_or(WireError::NoBroker);
-            if Instant::now() + backoff > deadline {
+            let wait = waits.next().unwrap_or(MAX_BACKOFF);
+            if Instant::now() + wait > deadline {
                 return Err(failure);
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            tokio::time::sleep(wait).await;
             cluster.refresh(&[]).await.ok();
         }
     }
@@ -142,7 +143,7 @@ impl Producer {
         }
         let mut appended: Vec<Option<Appended>> = vec![None; batches.len()];
         let deadline = Instant::now() + self.delivery_timeout;
-        let mut backoff = BACKOFF;
+        let mut waits = doubling(BACKOFF, MAX_BACKOFF);
         while !lanes.is_empty() {
             let mut by_leader: HashMap<i32, Vec<Lane>> = HashMap::new();
             let mut waiting = Vec::new();
@@ -191,15 +192,15 @@ impl Producer {
             if lanes.is_empty() {
                 break;
             }
-            if Instant::now() + backoff > deadline {
+            let wait = waits.next().unwrap_or(MAX_BACKOFF);
+            if Instant::now() + wait > deadline {
                 let lane = &lanes[0];
                 let reason = last_error.remove(&lane.key()).unwrap_or_default();
                 let reason = format!("not appended within {} ms: {reason}", self.delivery_timeout.as_millis());
                 return Err(not_produced(&batches[lane.queue[0]], reason, None));
             }
             self.retried += lanes.iter().map(|l| l.queue.len() as u64).sum::<u64>();
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            tokio::time::sleep(wait).await;
             let topics: HashSet<&str> = lanes.iter().map(|l| l.topic.as_str()).collect();
             // A failed refresh leaves the old leaders: the next round fails or finds them moved.
             self.cluster.refresh(&topics.into_iter().collect::<Vec<_>>()).await.ok();

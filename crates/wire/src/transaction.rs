@@ -27,6 +27,7 @@ use crate::cluster::Cluster;
 use crate::error::WireError;
 use crate::names::by_topic;
 use crate::produce::{Producer, INIT_PRODUCER_ID_VERSION, MAX_BACKOFF};
+use crate::retry::doubling;
 use crate::send::Outgoing;
 use crate::transactional::Transactions;
 
@@ -217,7 +218,7 @@ impl Producer {
         error_of: impl Fn(&R::Response) -> i16,
     ) -> Result<R::Response, WireError> {
         let deadline = Instant::now() + self.delivery_timeout;
-        let mut backoff = COORDINATOR_BACKOFF;
+        let mut waits = doubling(COORDINATOR_BACKOFF, MAX_BACKOFF);
         loop {
             let failure = match self.coordinator_call(request, version, api, &error_of).await {
                 Ok(answer) => return Ok(answer),
@@ -227,7 +228,8 @@ impl Producer {
                 failure.broker_error(),
                 Some(ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable)
             ) || matches!(failure, WireError::Io { .. } | WireError::Timeout { .. });
-            if !failure.is_coordinator_retriable() || Instant::now() + backoff > deadline {
+            let wait = waits.next().unwrap_or(MAX_BACKOFF);
+            if !failure.is_coordinator_retriable() || Instant::now() + wait > deadline {
                 return Err(failure);
             }
             if moved {
@@ -235,8 +237,7 @@ impl Producer {
                 // A failed refresh leaves the old brokers: the next round fails or finds them.
                 self.cluster.refresh(&[]).await.ok();
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            tokio::time::sleep(wait).await;
         }
     }
 

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Flow;
 use crate::kafka::{classify_start, StartFailure};
+use crate::retry::doubling;
 
 /// First wait before retrying a start; doubled per failure.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(500);
@@ -25,7 +26,7 @@ pub async fn with_backoff<T, F: Future<Output = ConnectResult<T>>>(
     cancel: &CancellationToken,
     mut attempt: impl FnMut() -> F,
 ) -> ConnectResult<Option<T>> {
-    let mut wait = BACKOFF_MIN;
+    let mut waits = doubling(BACKOFF_MIN, BACKOFF_MAX);
     loop {
         let result = tokio::select! {
             r = attempt() => r,
@@ -38,12 +39,12 @@ pub async fn with_backoff<T, F: Future<Output = ConnectResult<T>>>(
                 StartFailure::Transient(e) => e,
             },
         };
+        let wait = waits.next().unwrap_or(BACKOFF_MAX);
         // At most BACKOFF_MAX: the milliseconds fit.
         tracing::warn!(flow = %flow.name, retry_in_ms = wait.as_millis() as u64, error = %e, "{what} could not start; retrying");
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = cancel.cancelled() => return Ok(None),
         }
-        wait = (wait * 2).min(BACKOFF_MAX);
     }
 }

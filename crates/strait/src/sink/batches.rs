@@ -23,6 +23,7 @@ use super::state::{PositionRecords, TRANSACTION_RETRY_MAX, TRANSACTION_RETRY_MIN
 use crate::config::{Delivery, Flow};
 use crate::kafka::{wire_cluster, wire_error};
 use crate::positions::POSITIONS_TOPIC;
+use crate::retry::doubling;
 
 /// How long a batch is retried before the flow stops naming it, at-least-once: as long as the
 /// record path's producer keeps trying a record (its `message.timeout.ms`). Exactly-once it is
@@ -221,7 +222,7 @@ impl BatchWriter {
     /// is never replayed on a guess. Errors: fenced by another instance; the coordinator's
     /// refusal.
     pub async fn abort(&mut self, (flow, slot): (&Flow, u32), retry: Retry) -> ConnectResult<bool> {
-        let mut backoff = TRANSACTION_RETRY_MIN;
+        let mut waits = doubling(TRANSACTION_RETRY_MIN, TRANSACTION_RETRY_MAX);
         loop {
             let e = match self.producer.abort().await {
                 Ok(()) => return Ok(false),
@@ -234,9 +235,9 @@ impl BatchWriter {
             if e.is_fenced() || !e.is_coordinator_retriable() {
                 return Err(failure(flow, slot, context, e, retry));
             }
-            tracing::warn!(flow = %flow.name, slot, error = %e, retry_in_ms = backoff.as_millis() as u64, "{context} failed; retrying");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(TRANSACTION_RETRY_MAX);
+            let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
+            tracing::warn!(flow = %flow.name, slot, error = %e, retry_in_ms = wait.as_millis() as u64, "{context} failed; retrying");
+            tokio::time::sleep(wait).await;
         }
     }
 }

@@ -23,6 +23,7 @@ use super::syncs::CompletedSyncs;
 use crate::config::Flow;
 use crate::kafka::{acked, enqueue, joined, ControlProducer};
 use crate::positions::POSITIONS_TOPIC;
+use crate::retry::doubling;
 
 /// First and longest wait between attempts of a retriable transactional call.
 pub const TRANSACTION_RETRY_MIN: Duration = Duration::from_millis(200);
@@ -75,15 +76,15 @@ pub async fn transaction_call(
     timeout: Duration,
     call: impl Fn(&DataProducer, Duration) -> Result<(), KafkaError> + Send + Sync + Clone + 'static,
 ) -> Result<(), KafkaError> {
-    let mut backoff = TRANSACTION_RETRY_MIN;
+    let mut waits = doubling(TRANSACTION_RETRY_MIN, TRANSACTION_RETRY_MAX);
     loop {
         let call = call.clone();
         match service.transaction(move |p| call(p, timeout)).await {
             Ok(()) => return Ok(()),
             Err(KafkaError::Transaction(e)) if e.is_retriable() => {
-                tracing::warn!(flow, error = %e, retry_in_ms = backoff.as_millis() as u64, "{what} failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(TRANSACTION_RETRY_MAX);
+                let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
+                tracing::warn!(flow, error = %e, retry_in_ms = wait.as_millis() as u64, "{what} failed; retrying");
+                tokio::time::sleep(wait).await;
             }
             Err(e) => return Err(e),
         }

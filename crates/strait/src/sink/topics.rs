@@ -16,6 +16,7 @@ use crate::config::Flow;
 use crate::kafka::{await_producer_metadata, classify_start, StartFailure};
 use crate::metrics::metrics;
 use crate::residency::names_of;
+use crate::retry::doubling;
 
 /// How long a source topic's target topic that cannot be made ready is tried again before the flow
 /// stops: as long as the data producer keeps trying a record (its `message.timeout.ms`, 300 s in
@@ -148,8 +149,9 @@ impl TopicRouter {
         index: usize,
         producer: &Arc<DataProducer>,
     ) -> ConnectResult<usize> {
-        let (deadline, mut wait) = (Instant::now() + ROUTE_RETRY_FOR, ROUTE_RETRY_MIN);
+        let (deadline, mut waits) = (Instant::now() + ROUTE_RETRY_FOR, doubling(ROUTE_RETRY_MIN, ROUTE_RETRY_MAX));
         loop {
+            let wait = waits.next().unwrap_or(ROUTE_RETRY_MAX);
             let ready = async {
                 let partitions = self.ensure_target(topic, target, index).await?;
                 await_producer_metadata(producer, target, index + 1, ADMIN_TIMEOUT).await.map_err(|e| {
@@ -168,7 +170,6 @@ impl TopicRouter {
                 "the target topic cannot be made ready (a cluster does not answer, or a leader moves); its records wait, retrying"
             );
             tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(ROUTE_RETRY_MAX);
         }
     }
 

@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 use super::shared::{lock, Queued, Shared};
 use crate::kafka::wire_error;
 use crate::metrics::metrics;
+use crate::retry::doubling;
 
 /// The most a partition answers per fetch (bytes), as Kafka's `max.partition.fetch.bytes`.
 const PARTITION_MAX_BYTES: i32 = 1 << 20;
@@ -43,7 +44,7 @@ impl Fetching {
     }
 
     pub(super) async fn run(mut self) {
-        let mut retry = RETRY_MIN;
+        let mut retries = doubling(RETRY_MIN, RETRY_MAX);
         let wake = self.wake.clone();
         let mut failing = HashMap::new();
         loop {
@@ -62,16 +63,16 @@ impl Fetching {
                 Ok::<_, WireError>(None)
             };
             match round.await {
-                Ok(None) => retry = RETRY_MIN,
+                Ok(None) => retries = doubling(RETRY_MIN, RETRY_MAX),
                 // Nothing to fetch (none assigned, the queue full, or every partition held after
                 // an error): until a change, or the first hold ends.
                 Ok(Some(held)) => {
                     let _ = tokio::time::timeout_at(held.unwrap_or_else(far_future).into(), woken).await;
                 }
                 Err(e) if e.is_retriable() => {
+                    let retry = retries.next().unwrap_or(RETRY_MAX);
                     tracing::warn!(flow = %self.flow, error = %e, retry_in_ms = retry.as_millis() as u64, "reading source batches failed; retrying");
                     tokio::time::sleep(retry).await;
-                    retry = (retry * 2).min(RETRY_MAX);
                     let topics = self.assigned_topics();
                     let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
                     self.cluster.refresh(&topics).await.ok();
@@ -97,7 +98,7 @@ impl Fetching {
         }
         let now = Instant::now();
         for ((topic, partition), next) in &shared.partitions {
-            if let Some((until, _)) = next.held.filter(|(until, _)| *until > now) {
+            if let Some(until) = next.held.as_ref().map(|(until, _)| *until).filter(|until| *until > now) {
                 held = Some(held.map_or(until, |h| h.min(until)));
                 continue;
             }
@@ -200,8 +201,9 @@ impl Fetching {
                 // partition waits a little before it is asked again.
                 Some(error) => {
                     tracing::debug!(flow = %self.flow, topic = %f.topic, partition = f.partition, %error, "fetch of a source partition failed; asking again");
-                    let hold = next.held.map_or(RETRY_MIN, |(_, h)| (h * 2).min(HOLD_MAX));
-                    next.held = Some((Instant::now() + hold, hold));
+                    let (until, holds) =
+                        next.held.get_or_insert_with(|| (Instant::now(), doubling(RETRY_MIN, HOLD_MAX)));
+                    *until = Instant::now() + holds.next().unwrap_or(HOLD_MAX);
                     if f.topic_gone() {
                         shared.topic_gone = true;
                     }

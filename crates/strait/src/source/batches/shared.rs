@@ -3,8 +3,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use backon::ExponentialBackoff;
 use strait_connect::ConnectError;
 use strait_wire::{Batch, Uuid};
 
@@ -22,8 +23,8 @@ pub(super) struct Next {
     pub(super) topic_id: Uuid,
     /// The last stable offset its leader last answered under that id.
     pub(super) end: Option<i64>,
-    /// After an error answer: not asked before the instant; the next hold.
-    pub(super) held: Option<(Instant, Duration)>,
+    /// After an error answer: not asked before the instant; the holds of the next errors.
+    pub(super) held: Option<(Instant, ExponentialBackoff)>,
 }
 
 /// Where an unassigned partition stood.
