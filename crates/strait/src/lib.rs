@@ -8,7 +8,7 @@
 //! [`config::Flow`]s.
 //!
 //! Layers, each importing only those below it:
-//! `allocator`, `rules`, `metrics`, `client_log`, `topic_id`, `retry` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
+//! `allocator`, `rules`, `metrics`, `client_log`, `topic_id`, `retry`, `schedule` → `residency` → `config` → `kafka` → `admin`, `positions`, `record` → `mm2_offsets`, `watch`, `slots` →
 //! `resume` (its `load`: the I/O before the decision) → `source`, `sink`, `control`, `status` → `flow`, `http` → the `strait` binary.
 
 pub mod admin;
@@ -31,6 +31,7 @@ pub mod residency;
 pub mod resume;
 pub mod retry;
 pub mod rules;
+pub mod schedule;
 pub mod sink;
 pub mod slots;
 pub mod source;

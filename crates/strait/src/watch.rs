@@ -9,16 +9,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use prometheus_client::metrics::gauge::Gauge;
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
 use crate::kafka::{blocking, watermarks, Gap, LagReader, METADATA_TIMEOUT};
 use crate::metrics::metrics;
+use crate::schedule::{self, Every, Periodic};
 
 /// Longest time between two readings.
 const LAG_INTERVAL: Duration = Duration::from_secs(5);
@@ -58,20 +59,40 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
         Ok((r, t)) => (Arc::new(r), Arc::new(t)),
         Err(e) => return tracing::error!(flow = %flow.name, error = %e, "lag readings cannot start"),
     };
-    let mut tick = tokio::time::interval(LAG_INTERVAL.min(flow.reading.progress_log_interval));
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut gauges: HashMap<(String, i32), Gauge> = HashMap::new();
-    let (mut last_log, mut nexts_then) = (Instant::now(), None::<HashMap<(String, i32), i64>>);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let probe = target.clone();
+    let name = flow.name.clone();
+    let watch =
+        Watch { flow, committed, reader, target, gauges: HashMap::new(), last_log: Instant::now(), nexts_then: None };
+    schedule::run(&name, watch, cancel).await;
+}
+
+/// The watch's clients and what it carries from one reading to the next.
+struct Watch {
+    flow: Arc<Flow>,
+    committed: Committed,
+    reader: Arc<LagReader>,
+    target: Arc<LoggedConsumer>,
+    gauges: HashMap<(String, i32), Gauge>,
+    /// When progress was last logged.
+    last_log: Instant,
+    /// The next offsets of the reading progress was last logged at.
+    nexts_then: Option<HashMap<(String, i32), i64>>,
+}
+
+#[async_trait]
+impl Periodic for Watch {
+    fn rounds(&self) -> Vec<Every> {
+        vec![Every::now_and_every("lag reading", LAG_INTERVAL.min(self.flow.reading.progress_log_interval))]
+    }
+
+    /// A reading that fails is logged at debug only (the source or target down is reported
+    /// elsewhere), and read again next time.
+    async fn round(&mut self, _: usize) -> Result<(), String> {
+        let flow = self.flow.clone();
+        let probe = self.target.clone();
         let answers = blocking(move || probe.fetch_metadata(None, TARGET_PROBE_TIMEOUT).is_ok()).await;
         metrics().set_target_answers(&flow.name, answers);
-        let positions = committed.snapshot();
-        let reader = reader.clone();
+        let positions = self.committed.snapshot();
+        let reader = self.reader.clone();
         let read = blocking(move || {
             let marks =
                 watermarks(reader.consumer(), positions.iter().map(|((t, p), _)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
@@ -88,13 +109,19 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
             )
         })
         .await;
-        let readings = match read {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::debug!(flow = %flow.name, error = %e, "lag reading failed; retrying at the next one");
-                continue;
-            }
-        };
+        match read {
+            Ok(readings) => self.record(readings),
+            Err(e) => tracing::debug!(flow = %flow.name, error = %e, "lag reading failed; retrying at the next one"),
+        }
+        Ok(())
+    }
+}
+
+impl Watch {
+    /// Sets the lag gauges from `readings` (each partition's lag and next offset) and logs
+    /// progress once per `progress_log_interval_ms` while behind.
+    fn record(&mut self, readings: Vec<((String, i32), i64, i64)>) {
+        let flow = &self.flow;
         let mut total_lag = 0;
         let mut nexts = HashMap::with_capacity(readings.len());
         // Per topic when series are aggregated: every partition of a topic shares one gauge.
@@ -107,7 +134,7 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
         }
         let (source, target) = (&flow.source.alias, &flow.target.alias);
         // Partitions another instance replicates now are its to report.
-        gauges.retain(|(topic, partition), _| {
+        self.gauges.retain(|(topic, partition), _| {
             let kept = lags.contains_key(&(topic.clone(), *partition));
             if !kept {
                 metrics().forget_lag(source, target, topic, *partition);
@@ -115,20 +142,20 @@ pub async fn run_watch(flow: Arc<Flow>, committed: Committed, cancel: Cancellati
             kept
         });
         for ((topic, partition), lag) in lags {
-            gauges
+            self.gauges
                 .entry((topic.clone(), partition))
                 .or_insert_with(|| metrics().lag(source, target, &topic, partition))
                 .set(lag);
         }
-        let elapsed = last_log.elapsed();
+        let elapsed = self.last_log.elapsed();
         if elapsed >= flow.reading.progress_log_interval {
-            if let (true, Some(then)) = (total_lag > 0, &nexts_then) {
+            if let (true, Some(then)) = (total_lag > 0, &self.nexts_then) {
                 let rate = (copied_since(then, &nexts) as f64 / elapsed.as_secs_f64()).round() as u64;
                 tracing::info!(flow = %flow.name, records_per_s = rate, lag = total_lag, "catching up");
             }
-            (last_log, nexts_then) = (Instant::now(), Some(nexts));
-        } else if nexts_then.is_none() {
-            nexts_then = Some(nexts);
+            (self.last_log, self.nexts_then) = (Instant::now(), Some(nexts));
+        } else if self.nexts_then.is_none() {
+            self.nexts_then = Some(nexts);
         }
     }
 }

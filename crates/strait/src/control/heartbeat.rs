@@ -7,15 +7,16 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use async_trait::async_trait;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::BaseRecord;
 use strait_mm2::{Heartbeat, HEARTBEATS_TOPIC};
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::Admin;
 use crate::config::Flow;
 use crate::kafka::{acked, enqueue, ControlProducer};
+use crate::schedule::{self, Every, Periodic};
 
 /// Creates the `heartbeats` topic on `flow`'s target (one partition, compacted, as MM2 creates
 /// it) unless it exists. Errors: the target refuses or does not answer.
@@ -26,16 +27,24 @@ pub async fn ensure_heartbeats_topic(flow: &Flow) -> Result<(), KafkaError> {
 /// Writes heartbeats for `flow` with `producer` until `cancel`, once the topic exists
 /// ([`ensure_heartbeats_topic`]); failures are logged and retried at the next tick.
 pub async fn run_heartbeats(flow: Arc<Flow>, producer: ControlProducer, cancel: CancellationToken) {
-    let mut tick = tokio::time::interval(flow.heartbeats.emit_heartbeats_interval);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        if let Err(e) = beat(&flow, &producer).await {
-            tracing::warn!(flow = %flow.name, error = %e, "heartbeat failed; retrying at the next interval");
-        }
+    let name = flow.name.clone();
+    schedule::run(&name, Heartbeats { flow, producer }, cancel).await;
+}
+
+/// The heartbeat task's one round, every `emit_heartbeats_interval_ms`.
+struct Heartbeats {
+    flow: Arc<Flow>,
+    producer: ControlProducer,
+}
+
+#[async_trait]
+impl Periodic for Heartbeats {
+    fn rounds(&self) -> Vec<Every> {
+        vec![Every::now_and_every("heartbeat", self.flow.heartbeats.emit_heartbeats_interval)]
+    }
+
+    async fn round(&mut self, _: usize) -> Result<(), String> {
+        beat(&self.flow, &self.producer).await.map_err(|e| e.to_string())
     }
 }
 

@@ -11,13 +11,14 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use rdkafka::error::RDKafkaErrorCode;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{AclError, AclOperation, AclPattern, AclPermission, Admin, TopicAcl};
 use crate::config::Flow;
 use crate::metrics::metrics;
+use crate::schedule::{self, Every, Periodic};
 
 /// The target binding of the source binding `acl` under MM2's rules, or `None` when it is not
 /// synced:
@@ -67,15 +68,29 @@ struct Reported {
 pub async fn run_topic_acl_sync(flow: Arc<Flow>, cancel: CancellationToken) {
     let Some(interval) = flow.topic_acls.interval() else { return };
     let Some((source, target)) = super::admins(&flow, "topic ACL sync") else { return };
-    let mut reported = Reported::default();
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        sync(&flow, &source, &target, &mut reported).await;
+    let name = flow.name.clone();
+    schedule::run(&name, AclSync { flow, interval, source, target, reported: Reported::default() }, cancel).await;
+}
+
+/// The topic ACL sync task's one round, every `sync_topic_acls_interval_ms`: it reports its own
+/// failures, once each ([`Reported`]).
+struct AclSync {
+    flow: Arc<Flow>,
+    interval: std::time::Duration,
+    source: Admin,
+    target: Admin,
+    reported: Reported,
+}
+
+#[async_trait]
+impl Periodic for AclSync {
+    fn rounds(&self) -> Vec<Every> {
+        vec![Every::now_and_every("topic ACL sync", self.interval)]
+    }
+
+    async fn round(&mut self, _: usize) -> Result<(), String> {
+        sync(&self.flow, &self.source, &self.target, &mut self.reported).await;
+        Ok(())
     }
 }
 

@@ -10,28 +10,39 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use rdkafka::error::KafkaError;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{config_changes, replicable, Admin};
 use crate::config::Flow;
+use crate::schedule::{self, Every, Periodic};
 
 /// Syncs `flow`'s topic configs every interval until `cancel`; a failed round is logged and
 /// tried again at the next one. Does nothing when the flow has sync turned off.
 pub async fn run_topic_config_sync(flow: Arc<Flow>, cancel: CancellationToken) {
     let Some(interval) = flow.topic_configs.interval() else { return };
     let Some((source, target)) = super::admins(&flow, "topic config sync") else { return };
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        if let Err(e) = sync(&flow, &source, &target).await {
-            tracing::warn!(flow = %flow.name, error = %e, "topic config sync failed; retrying at the next interval");
-        }
+    let name = flow.name.clone();
+    schedule::run(&name, ConfigSync { flow, interval, source, target }, cancel).await;
+}
+
+/// The topic config sync task's one round, every `sync_topic_configs_interval_ms`.
+struct ConfigSync {
+    flow: Arc<Flow>,
+    interval: std::time::Duration,
+    source: Admin,
+    target: Admin,
+}
+
+#[async_trait]
+impl Periodic for ConfigSync {
+    fn rounds(&self) -> Vec<Every> {
+        vec![Every::now_and_every("topic config sync", self.interval)]
+    }
+
+    async fn round(&mut self, _: usize) -> Result<(), String> {
+        sync(&self.flow, &self.source, &self.target).await.map_err(|e| e.to_string())
     }
 }
 

@@ -9,17 +9,18 @@ pub mod translate;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use prometheus_client::metrics::counter::Counter;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::BaseRecord;
 use strait_mm2::{should_emit_checkpoint, Checkpoint, DownstreamOffset, UpstreamOffset};
-use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::Admin;
 use crate::config::Flow;
 use crate::kafka::{acked, enqueue, read_to_end, ControlProducer};
 use crate::metrics::metrics;
+use crate::schedule::{self, Every, Periodic};
 use groups::GroupClient;
 use translate::{Translation, Translator};
 
@@ -83,29 +84,9 @@ impl CheckpointTask {
     /// every `refresh_groups_interval_ms`, group offsets synced every
     /// `sync_group_offsets_interval_ms` when enabled. A failed cycle is logged and retried at the
     /// next tick; it never stops replication.
-    pub async fn run(mut self, cancel: CancellationToken) {
-        let f = &self.flow;
-        let mut checkpoints = tokio::time::interval(f.checkpoints.emit_checkpoints_interval);
-        let mut groups = tokio::time::interval(f.checkpoints.refresh_groups_interval);
-        let mut sync = tokio::time::interval_at(
-            Instant::now() + f.checkpoints.sync_group_offsets_interval,
-            f.checkpoints.sync_group_offsets_interval,
-        );
-        for t in [&mut checkpoints, &mut groups, &mut sync] {
-            t.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        }
-        let sync_enabled = f.checkpoints.sync_group_offsets;
-        loop {
-            let result = tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = groups.tick() => self.refresh_groups().await,
-                _ = checkpoints.tick() => self.emit_checkpoints().await,
-                _ = sync.tick(), if sync_enabled => self.sync_group_offsets().await,
-            };
-            if let Err(e) = result {
-                tracing::warn!(flow = %self.flow.name, error = %e, "checkpoint cycle failed; retrying at the next interval");
-            }
-        }
+    pub async fn run(self, cancel: CancellationToken) {
+        let name = self.flow.name.clone();
+        schedule::run(&name, self, cancel).await;
     }
 
     async fn refresh_groups(&mut self) -> Result<(), KafkaError> {
@@ -235,5 +216,32 @@ impl CheckpointTask {
             }
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Periodic for CheckpointTask {
+    /// The consumer groups listed again, checkpoints emitted, and (with `sync_group_offsets`)
+    /// group offsets synced, each at its interval; the sync's first round one interval in.
+    fn rounds(&self) -> Vec<Every> {
+        let c = &self.flow.checkpoints;
+        let mut rounds = vec![
+            Every::now_and_every("consumer group refresh", c.refresh_groups_interval),
+            Every::now_and_every("checkpoint emission", c.emit_checkpoints_interval),
+        ];
+        if c.sync_group_offsets {
+            let every = c.sync_group_offsets_interval;
+            rounds.push(Every { name: "group offset sync", interval: every, first: every });
+        }
+        rounds
+    }
+
+    async fn round(&mut self, index: usize) -> Result<(), String> {
+        let done = match index {
+            0 => self.refresh_groups().await,
+            1 => self.emit_checkpoints().await,
+            _ => self.sync_group_offsets().await,
+        };
+        done.map_err(|e| e.to_string())
     }
 }
