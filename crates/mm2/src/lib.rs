@@ -52,4 +52,4 @@ pub use policy::{
     checkpoints_topic, is_internal_topic, offset_syncs_topic, ReplicationPolicy, CONFIG_PROPERTIES_EXCLUDE,
     DEFAULT_GROUPS_EXCLUDE, DEFAULT_SEPARATOR, DEFAULT_TOPICS_EXCLUDE, HEARTBEATS_TOPIC,
 };
-pub use store::{OffsetSyncStore, SYNC_HISTORY_SLOTS};
+pub use store::{through_sync, OffsetSyncStore, SYNC_HISTORY_SLOTS};

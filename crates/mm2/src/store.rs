@@ -189,11 +189,7 @@ impl OffsetSyncStore {
         }
         let history = self.partitions.get(topic)?.get(&partition)?;
         let sync = history.iter().find(|s| s.upstream <= group_offset.0)?;
-        if sync.upstream == group_offset.0 {
-            Some(DownstreamOffset(sync.downstream))
-        } else {
-            sync.downstream.checked_add(1).map(DownstreamOffset)
-        }
+        through_sync((sync.upstream, sync.downstream), group_offset.0).map(DownstreamOffset)
     }
 
     /// The partition's [`SYNC_HISTORY_SLOTS`] slots as `(upstream, downstream)`, slot 0 newest,
@@ -206,6 +202,19 @@ impl OffsetSyncStore {
     ) -> Option<[(UpstreamOffset, DownstreamOffset); SYNC_HISTORY_SLOTS]> {
         let history = self.partitions.get(topic)?.get(&partition)?;
         Some(history.map(|s| (UpstreamOffset(s.upstream), DownstreamOffset(s.downstream))))
+    }
+}
+
+/// MM2's translation rule (`OffsetSyncStore.translateDownstream`): a group at `offset` on one side
+/// of `sync` (`(this side, other side)`, at or below `offset`) goes to the sync's other side when
+/// at the synced record, and one past it when beyond: it may re-read records, never skip one.
+/// Read backwards (the sync's sides swapped) it moves a group back along the flow. `None` when
+/// one past overflows `i64`.
+pub fn through_sync((this_side, other_side): (i64, i64), offset: i64) -> Option<i64> {
+    if this_side == offset {
+        Some(other_side)
+    } else {
+        other_side.checked_add(1)
     }
 }
 

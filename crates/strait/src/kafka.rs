@@ -4,6 +4,7 @@
 //! request per broker ([`watermarks`]) and the lag in records a consumer can read, transaction
 //! markers left out ([`LagReader`]) are its submodules.
 
+mod checkpoints;
 mod lag;
 mod start_failure;
 mod state_reader;
@@ -12,6 +13,7 @@ mod watermarks;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use self::checkpoints::read_checkpoints;
 pub use self::lag::{Gap, LagReader};
 pub use self::start_failure::{classify_start, connect_error, is_denied, StartFailure};
 pub use self::state_reader::{read_to_end, KeyedRecord, RawRecord, StateReader};

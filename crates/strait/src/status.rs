@@ -9,10 +9,9 @@ use std::collections::BTreeMap;
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use serde::Serialize;
-use strait_mm2::Checkpoint;
 
 use crate::config::Flow;
-use crate::kafka::{blocking, read_to_end, topic_partition_counts, watermarks, Gap, LagReader, METADATA_TIMEOUT};
+use crate::kafka::{blocking, read_checkpoints, topic_partition_counts, watermarks, Gap, LagReader, METADATA_TIMEOUT};
 use crate::positions::{self, Invalid};
 
 /// One source partition of a flow.
@@ -104,10 +103,8 @@ pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError>
         }
     }
     let mut newest: BTreeMap<(String, String, i32), (i64, i64)> = BTreeMap::new();
-    for (_, key, value) in read_to_end(&flow.target, &flow.policy.checkpoints_topic(&flow.source.alias)).await? {
-        if let Ok(c) = Checkpoint::decode(&key, &value) {
-            newest.insert((c.group, c.topic, c.partition), (c.upstream.0, c.downstream.0));
-        }
+    for (c, _) in read_checkpoints(flow).await? {
+        newest.insert((c.group, c.topic, c.partition), (c.upstream.0, c.downstream.0));
     }
     status.checkpoints.extend(newest.into_iter().map(|((group, topic, partition), (upstream, downstream))| {
         CheckpointStatus { flow: flow.name.clone(), group, topic, partition, upstream, downstream }

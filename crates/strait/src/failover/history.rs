@@ -5,13 +5,13 @@
 //! distance from the head too early. A failover happens once, so it can afford to read every sync
 //! still on the offset-syncs topic and use the newest one at or below the group's offset: the
 //! group then re-reads at most the records between two syncs (`offset_lag_max`, or one commit's
-//! worth). Same rule as MM2's translation (the sync's downstream offset, plus one when the group
-//! is past the synced record), so it never skips a record.
+//! worth). Same rule as MM2's translation ([`through_sync`]: the sync's downstream offset, plus one
+//! when the group is past the synced record), so it never skips a record.
 
 use std::collections::HashMap;
 
 use rdkafka::error::KafkaError;
-use strait_mm2::OffsetSync;
+use strait_mm2::{through_sync, OffsetSync};
 
 use crate::config::Flow;
 use crate::kafka::read_to_end;
@@ -54,7 +54,7 @@ impl SyncHistory {
         let syncs = self.0.get(&(topic.to_string(), partition))?;
         let below = syncs.partition_point(|(_, d)| *d <= downstream);
         let (u, d) = syncs.get(below.checked_sub(1)?)?;
-        Some(if *d == downstream { *u } else { u + 1 })
+        through_sync((*d, *u), downstream)
     }
 
     /// The target offset of a group at `upstream` on target-side `topic`/`partition`, from the
@@ -64,7 +64,7 @@ impl SyncHistory {
         let syncs = self.0.get(&(topic.to_string(), partition))?;
         let below = syncs.partition_point(|(u, _)| *u <= upstream);
         let (u, d) = syncs.get(below.checked_sub(1)?)?;
-        Some(if *u == upstream { *d } else { d + 1 })
+        through_sync((*u, *d), upstream)
     }
 }
 

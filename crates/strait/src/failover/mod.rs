@@ -26,12 +26,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rdkafka::error::KafkaError;
 use strait_connect::ConnectError;
-use strait_mm2::Checkpoint;
 
 use crate::config::{ClusterConfig, Flow};
 use crate::control::checkpoint::groups::{GroupClient, GroupListing};
 use crate::control::checkpoint::translate::Translator;
-use crate::kafka::{blocking, connect_error, StateReader};
+use crate::kafka::{connect_error, read_checkpoints};
 use crate::positions::{self, Positions};
 use crate::rules::NameFilter;
 pub use caught_up::Lag;
@@ -223,14 +222,11 @@ type Newest = BTreeMap<(String, i32), (i64, i64)>;
 
 async fn unplanned(flow: Arc<Flow>, filter: &NameFilter) -> Result<Report, ConnectError> {
     let on_target = on(&flow.target, "target");
-    let topic = flow.policy.checkpoints_topic(&flow.source.alias);
-    let reader = StateReader::new(&flow.target, "strait-failover").map_err(&on_target)?;
-    let records = blocking(move || reader.read_timestamped(&topic)).await.map_err(&on_target)?;
+    let checkpoints = read_checkpoints(&flow).await.map_err(&on_target)?;
     // The newest checkpoint per group partition, and when each group was last checkpointed.
     let mut newest: BTreeMap<String, Newest> = BTreeMap::new();
     let mut written: BTreeMap<String, i64> = BTreeMap::new();
-    for ((_, key, value), timestamp) in records {
-        let Ok(c) = Checkpoint::decode(&key, &value) else { continue };
+    for (c, timestamp) in checkpoints {
         if !filter.matches(&c.group) {
             continue;
         }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::Admin;
 use crate::config::Flow;
-use crate::kafka::{acked, enqueue, read_to_end, ControlProducer};
+use crate::kafka::{acked, enqueue, read_checkpoints, ControlProducer};
 use crate::metrics::metrics;
 use crate::schedule::{self, Every, Periodic};
 use groups::GroupClient;
@@ -56,13 +56,8 @@ impl CheckpointTask {
         let topic = flow.policy.checkpoints_topic(&flow.source.alias);
         Admin::new(&flow.target)?.create_state_topic(&topic, flow.writing.replication_factor).await?;
         let mut emitted = Emitted::new();
-        for (_, k, v) in read_to_end(&flow.target, &topic).await? {
-            match Checkpoint::decode(&k, &v) {
-                Ok(c) => {
-                    emitted.insert((c.group, c.topic, c.partition), (c.upstream, c.downstream));
-                }
-                Err(e) => tracing::warn!(topic, error = %e, "skipping undecodable checkpoint"),
-            }
+        for (c, _) in read_checkpoints(&flow).await? {
+            emitted.insert((c.group, c.topic, c.partition), (c.upstream, c.downstream));
         }
         Ok(Self {
             translator: Translator::new(flow.clone())?,
