@@ -10,6 +10,7 @@ mod batches_limits;
 mod checkpoints;
 mod crash;
 mod cutover;
+mod deleted_topic_lag;
 mod disaster_recovery;
 mod discovery;
 mod exactly_once;
