@@ -64,7 +64,12 @@ async fn one_target_broker_down_never_stalls_the_partitions_led_by_others() {
     let config = two_cluster_config(
         (&src, &source, ""),
         (&dst, &three, ""),
-        &format!("topics = [\"{topic}\"]\ncommit_interval_ms = 300\n"),
+        // The flow's slot group may have its coordinator on node 3 too. Its session must outlast
+        // the coordinator's move (the broker session timeout, 6 s here, then the group loaded
+        // elsewhere): at the default 10 s, one CI run saw the session time out first, the slot
+        // revoked and the flow restarted (16.8 s / 25.0 s). That is the group's own hazard
+        // (docs/operations.md), not the data path's, which this test measures.
+        &format!("topics = [\"{topic}\"]\ncommit_interval_ms = 300\n[flows.scale_out]\nsession_timeout_ms = 30000\n"),
         "",
     );
     let flow = Config::parse(&config).unwrap().remove(0);
