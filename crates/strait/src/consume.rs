@@ -48,13 +48,13 @@ pub struct SharedConsumer {
     consumer: Arc<LoggedConsumer>,
 }
 
-/// Reads records of a [`SharedConsumer`] in batches: all of them ([`Self::new`]), or those of the
-/// partitions routed to it ([`Self::lane`]).
+/// Reads in batches the records of the partitions of a [`SharedConsumer`] routed to it
+/// ([`Self::lane`]).
 pub struct SourceReader {
     // The queue first: dropped before the consumer it belongs to.
     queue: Queue,
-    /// A lane: the partitions whose records go to its queue ([`Self::route`]).
-    routed: Option<Mutex<Vec<(String, i32)>>>,
+    /// The partitions whose records go to its queue ([`Self::route`]).
+    routed: Mutex<Vec<(String, i32)>>,
     shared: Arc<SharedConsumer>,
 }
 
@@ -85,13 +85,12 @@ impl Drop for SharedConsumer {
 
 impl Drop for SourceReader {
     fn drop(&mut self) {
-        let Some(routed) = &self.routed else { return };
         if let Err(e) = self.release() {
             tracing::warn!(error = %e, "source partitions of a stopped slot could not be unassigned");
         }
         // The lane's partitions go back to the consumer queue, which the teardown purges: records
         // fetched meanwhile never stay behind in a queue nobody holds.
-        for (topic, partition) in std::mem::take(&mut *lock(routed)).iter() {
+        for (topic, partition) in std::mem::take(&mut *lock(&self.routed)).iter() {
             // SAFETY: live handles; the partition queue handle is released at once.
             unsafe { self.shared.forward(topic, *partition, self.shared.queue.0.as_ptr()) };
         }
@@ -137,24 +136,13 @@ impl SharedConsumer {
 }
 
 impl SourceReader {
-    /// Reads `consumer` in batches, every record of it ([`SharedConsumer::new`]). Errors: a
-    /// consumer without a group.id (it has no consumer queue).
-    pub fn new(consumer: LoggedConsumer) -> Result<Self, KafkaError> {
-        let shared = SharedConsumer::new(consumer)?;
-        // SAFETY: a live consumer handle; the call returns a new queue reference or null.
-        let queue = unsafe { rdsys::rd_kafka_queue_get_consumer(shared.consumer.client().native_ptr()) };
-        let queue =
-            NonNull::new(queue).map(Queue).ok_or_else(|| KafkaError::ClientCreation("no consumer queue".into()))?;
-        Ok(Self { queue, routed: None, shared })
-    }
-
     /// A reader of `shared` with a queue of its own, holding only the records of the partitions
     /// routed to it ([`Self::route`]); dropped, it unassigns them. Errors: librdkafka gave no queue.
     pub fn lane(shared: &Arc<SharedConsumer>) -> Result<Self, KafkaError> {
         // SAFETY: a live consumer handle; the call returns a new queue of ours or null.
         let queue = unsafe { rdsys::rd_kafka_queue_new(shared.consumer.client().native_ptr()) };
         let queue = NonNull::new(queue).map(Queue).ok_or_else(|| KafkaError::ClientCreation("no queue".into()))?;
-        Ok(Self { queue, routed: Some(Mutex::new(Vec::new())), shared: shared.clone() })
+        Ok(Self { queue, routed: Mutex::new(Vec::new()), shared: shared.clone() })
     }
 
     /// Sends the records of the partitions of `tpl` to this lane's queue. Call it before they
@@ -162,8 +150,7 @@ impl SourceReader {
     /// after (see the module docs); a reader of every record needs none. Errors: a partition
     /// librdkafka has no queue for (a topic name with a NUL byte).
     pub fn route(&self, tpl: &TopicPartitionList) -> Result<(), KafkaError> {
-        let Some(routed) = &self.routed else { return Ok(()) };
-        let mut routed = lock(routed);
+        let mut routed = lock(&self.routed);
         for e in tpl.elements() {
             // SAFETY: the lane's live queue.
             if !unsafe { self.shared.forward(e.topic(), e.partition(), self.queue.0.as_ptr()) } {
@@ -184,8 +171,7 @@ impl SourceReader {
     /// Forwards every partition routed to this lane again: the records of one whose forwarding
     /// librdkafka cleared at a stop still pending when it was last routed come to the lane.
     pub fn reroute(&self) {
-        let Some(routed) = &self.routed else { return };
-        for (topic, partition) in lock(routed).iter() {
+        for (topic, partition) in lock(&self.routed).iter() {
             // SAFETY: the lane's live queue. Each partition was forwarded once, so it has a queue.
             unsafe { self.shared.forward(topic, *partition, self.queue.0.as_ptr()) };
         }
@@ -196,13 +182,12 @@ impl SourceReader {
         &self.shared.consumer
     }
 
-    /// Unassigns the partitions of this lane still assigned (a reader of every record: every
-    /// partition). Errors: librdkafka refused the unassignment.
+    /// Unassigns the partitions of this lane still assigned. Errors: librdkafka refused the
+    /// unassignment.
     pub fn release(&self) -> Result<(), KafkaError> {
-        let Some(routed) = &self.routed else { return self.shared.consumer.unassign() };
         let assigned = self.shared.consumer.assignment()?;
         let mut tpl = TopicPartitionList::new();
-        for (topic, partition) in lock(routed).iter() {
+        for (topic, partition) in lock(&self.routed).iter() {
             if assigned.find_partition(topic, *partition).is_some() {
                 tpl.add_partition(topic, *partition);
             }
