@@ -21,7 +21,8 @@
 //!   recomputed, and its producer fields rewritten for another producer.
 //! - [`Producer`]: an idempotent producer of whole batches (InitProducerId, Produce with
 //!   `acks=all`), up to [`MAX_IN_FLIGHT`] requests unanswered per leader, retries keeping their
-//!   sequence; transactional with [`Producer::init_transactional`] (FindCoordinator,
+//!   sequence, each leader's partitions sent on their own and appends handed back as they come
+//!   ([`Producer::send`], [`Producer::appended`]); transactional with [`Producer::init_transactional`] (FindCoordinator,
 //!   AddPartitionsToTxn, EndTxn: KIP-98, as Kafka's producer before transactions v2).
 //! - [`Batch::of_records`]: a few records of this process's own (offset syncs, positions)
 //!   written as a batch, to produce in the same transaction as the batches forwarded.
@@ -40,6 +41,7 @@ mod conn;
 mod error;
 mod fetch;
 mod fetched;
+mod lanes;
 mod log_dirs;
 mod names;
 mod offsets;

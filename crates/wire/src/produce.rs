@@ -8,7 +8,7 @@
 //! batches, until the delivery timeout: the broker appends it once, and answers a resent batch
 //! it already holds with its first offset.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::InitProducerIdRequest;
@@ -16,15 +16,13 @@ use kafka_protocol::ResponseError;
 
 use crate::cluster::Cluster;
 use crate::error::WireError;
-use crate::retry::doubling;
-use crate::send::{drive, Appended, Lane, Outgoing};
+use crate::lanes::Lanes;
+use crate::retry::{doubling, BACKOFF, MAX_BACKOFF};
+use crate::send::{Appended, Outgoing};
 use crate::transactional::Transactions;
 
 /// InitProducerId v4 (KIP-588), answered by Kafka 2.7 on.
 pub(crate) const INIT_PRODUCER_ID_VERSION: i16 = 4;
-/// The first wait before a batch is sent again, doubled up to [`MAX_BACKOFF`].
-const BACKOFF: Duration = Duration::from_millis(50);
-pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// An idempotent producer on one cluster; transactional when started by
 /// [`Producer::init_transactional`].
@@ -35,8 +33,8 @@ pub struct Producer {
     pub(crate) delivery_timeout: Duration,
     /// The next base sequence of each partition produced to.
     pub(crate) sequences: HashMap<(String, i32), i32>,
-    /// Batches put off to a later round by a retriable error, since the start.
-    pub(crate) retried: u64,
+    /// The batches sent and not yet appended, each partition's in order.
+    pub(crate) lanes: Lanes,
     /// Its transactional id and the open transaction, when transactional.
     pub(crate) transactions: Option<Transactions>,
 }
@@ -72,7 +70,7 @@ impl Producer {
                             epoch,
                             delivery_timeout,
                             sequences: HashMap::new(),
-                            retried: 0,
+                            lanes: Lanes::default(),
                             transactions: None,
                         });
                     }
@@ -98,119 +96,97 @@ impl Producer {
     /// Batches put off to a later round by a retriable error (a leader that moved, a lost
     /// connection) since the start, counted once per round they wait for.
     pub fn retried(&self) -> u64 {
-        self.retried
+        self.lanes.retried
     }
 
-    /// Produces `batches`, in order within each partition, and returns where each was appended,
-    /// in the order given. Each batch gets this producer's id and epoch, its partition's next
-    /// sequence, the transactional bit set when the producer is transactional (cleared
-    /// otherwise) and its CRC32C recomputed; all else is its bytes as fetched. A transactional
-    /// producer first adds the partitions new to the open transaction (AddPartitionsToTxn).
-    /// Errors: [`WireError::NotProduced`] naming the topic, partition and source offset of a
-    /// batch the target refuses (too large, invalid, a fenced producer) or that was not
-    /// appended within the delivery timeout; the producer's sequences are then unknown and a
-    /// new producer must be started (transactional: [`Producer::abort`] bumps its epoch).
-    /// Transactional, [`WireError::Transaction`] outside a transaction, and the errors of
-    /// adding the partitions ([`Producer::begin`]).
-    pub async fn produce(&mut self, batches: &[Outgoing]) -> Result<Vec<Appended>, WireError> {
+    /// Queues `batches` to be produced, in order within each partition behind the batches
+    /// already queued, and sends what can go ([`Self::appended`]); returns the token of the first,
+    /// the others' following in order (one more each). Each batch gets this producer's id and
+    /// epoch, its partition's next sequence, the transactional bit set when the producer is
+    /// transactional (cleared otherwise) and its CRC32C recomputed; all else is its bytes as
+    /// fetched. A transactional producer first adds the partitions new to the open transaction
+    /// (AddPartitionsToTxn). Errors: as [`Self::appended`]; transactional,
+    /// [`WireError::Transaction`] outside a transaction, and the errors of adding the partitions
+    /// ([`Producer::begin`]).
+    pub async fn send(&mut self, batches: &[Outgoing]) -> Result<u64, WireError> {
         let transactional = self.transactions.is_some();
         if transactional {
             self.add_partitions(batches).await?;
         }
-        let transactional_id = self.transactions.as_ref().map(Transactions::request_id);
-        let mut lanes: Vec<Lane> = Vec::new();
-        let mut lane_of: HashMap<(&str, i32), usize> = HashMap::new();
-        let mut rewritten = Vec::with_capacity(batches.len());
-        for (i, out) in batches.iter().enumerate() {
-            let key = (out.topic.clone(), out.partition);
-            let sequence = self.sequences.entry(key).or_insert(0);
-            rewritten.push(out.batch.for_producer(self.id, self.epoch, *sequence, transactional));
+        let mut first = None;
+        for out in batches {
+            let sequence = self.sequences.entry((out.topic.clone(), out.partition)).or_insert(0);
+            let batch = out.batch.for_producer(self.id, self.epoch, *sequence, transactional);
             *sequence = next_sequence(*sequence, out.batch.last_offset_delta() + 1);
-            let l = *lane_of.entry((&out.topic, out.partition)).or_insert_with(|| {
-                lanes.push(Lane { topic: out.topic.clone(), partition: out.partition, queue: VecDeque::new() });
-                lanes.len() - 1
-            });
-            lanes[l].queue.push_back(i);
+            let token = self.lanes.queue(&out.topic, out.partition, batch, out.batch.base_offset());
+            first.get_or_insert(token);
         }
-        let unknown: HashSet<&str> = lanes
-            .iter()
-            .filter(|l| self.cluster.leader(&l.topic, l.partition).is_none())
-            .map(|l| l.topic.as_str())
-            .collect();
-        if !unknown.is_empty() {
-            // Not fatal: a partition still without a leader waits a round and is asked again.
-            self.cluster.refresh(&unknown.into_iter().collect::<Vec<_>>()).await.ok();
+        self.step().await?;
+        Ok(first.unwrap_or_default())
+    }
+
+    /// The batches appended since the last call, as (token, where), each partition's in the
+    /// order sent; the batches that can go are sent (a leader's partitions in a request stream
+    /// of their own, so a leader that does not answer holds only its own). Never waits for an
+    /// answer. Errors: [`WireError::NotProduced`] naming the topic, partition and source offset
+    /// of a batch the target refuses (too large, invalid, a fenced producer) or that was not
+    /// appended within the delivery timeout of being sent; the producer's sequences are then
+    /// unknown and a new producer must be started (transactional: [`Producer::abort`] bumps its
+    /// epoch).
+    pub async fn appended(&mut self) -> Result<Vec<(u64, Appended)>, WireError> {
+        self.step().await?;
+        Ok(self.lanes.take_appended())
+    }
+
+    /// [`Self::appended`], waiting until every batch sent is appended. Cancel-safe: the appends of
+    /// a call given up are handed back by the next. Errors: as [`Self::appended`].
+    pub async fn all_appended(&mut self) -> Result<Vec<(u64, Appended)>, WireError> {
+        self.step().await?;
+        while !self.lanes.is_empty() {
+            self.lanes.wait(MAX_BACKOFF).await?;
+            self.step().await?;
         }
-        let mut appended: Vec<Option<Appended>> = vec![None; batches.len()];
-        let deadline = Instant::now() + self.delivery_timeout;
-        let mut waits = doubling(BACKOFF, MAX_BACKOFF);
-        while !lanes.is_empty() {
-            let mut by_leader: HashMap<i32, Vec<Lane>> = HashMap::new();
-            let mut waiting = Vec::new();
-            let mut last_error: HashMap<(String, i32), String> = HashMap::new();
-            for lane in lanes {
-                match self.cluster.leader(&lane.topic, lane.partition) {
-                    Some(leader) => by_leader.entry(leader.broker).or_default().push(lane),
-                    None => {
-                        last_error.insert(lane.key(), "no leader known".into());
-                        waiting.push(lane);
-                    }
-                }
-            }
-            let mut driving = Vec::new();
-            for (broker, lanes) in by_leader {
-                match self.cluster.connection(broker).await {
-                    Ok(conn) => {
-                        driving.push(drive(conn, lanes, &rewritten, self.cluster.timeout(), transactional_id.as_ref()))
-                    }
-                    Err(e) => {
-                        for lane in lanes {
-                            last_error.insert(lane.key(), e.to_string());
-                            waiting.push(lane);
-                        }
-                    }
-                }
-            }
-            for driven in futures::future::join_all(driving).await {
-                for (i, a) in driven.appended {
-                    appended[i] = Some(a);
-                }
-                if let Some((lane, reason, error)) = driven.refused {
-                    let i = lane.queue[0];
-                    return Err(not_produced(&batches[i], reason, error));
-                }
-                for (lane, reason) in driven.retry {
-                    last_error.insert(lane.key(), reason);
-                    waiting.push(lane);
-                }
-            }
-            for lane in &mut waiting {
-                lane.queue.retain(|i| appended[*i].is_none());
-            }
-            waiting.retain(|l| !l.queue.is_empty());
-            lanes = waiting;
-            if lanes.is_empty() {
-                break;
-            }
-            let wait = waits.next().unwrap_or(MAX_BACKOFF);
-            if Instant::now() + wait > deadline {
-                let lane = &lanes[0];
-                let reason = last_error.remove(&lane.key()).unwrap_or_default();
-                let reason = format!("not appended within {} ms: {reason}", self.delivery_timeout.as_millis());
-                return Err(not_produced(&batches[lane.queue[0]], reason, None));
-            }
-            self.retried += lanes.iter().map(|l| l.queue.len() as u64).sum::<u64>();
-            tokio::time::sleep(wait).await;
-            let topics: HashSet<&str> = lanes.iter().map(|l| l.topic.as_str()).collect();
-            // A failed refresh leaves the old leaders: the next round fails or finds them moved.
-            self.cluster.refresh(&topics.into_iter().collect::<Vec<_>>()).await.ok();
+        Ok(self.lanes.take_appended())
+    }
+
+    /// [`Self::appended`], waiting first until some batch is appended or a partition may be sent
+    /// again (at most `cap`). Errors: as [`Self::appended`].
+    pub async fn some_appended(&mut self, cap: Duration) -> Result<Vec<(u64, Appended)>, WireError> {
+        self.step().await?;
+        if !self.lanes.is_empty() {
+            self.lanes.wait(cap).await?;
         }
-        // Every lane ended empty, so every batch has its append.
-        appended
-            .into_iter()
-            .zip(batches)
+        self.appended().await
+    }
+
+    /// Bytes of the batches sent and not yet appended.
+    pub fn queued_bytes(&self) -> usize {
+        self.lanes.bytes()
+    }
+
+    /// Produces `batches` ([`Self::send`]) and waits until each is appended
+    /// ([`Self::all_appended`]), returning where, in the order given; the appends of batches
+    /// sent before are handed back by the next [`Self::appended`]. Errors: as those two.
+    pub async fn produce(&mut self, batches: &[Outgoing]) -> Result<Vec<Appended>, WireError> {
+        let first = self.send(batches).await?;
+        let mut mine: Vec<Option<Appended>> = vec![None; batches.len()];
+        let mut others = Vec::new();
+        for (token, a) in self.all_appended().await? {
+            match token.checked_sub(first).and_then(|i| mine.get_mut(i as usize)) {
+                Some(slot) => *slot = Some(a),
+                None => others.push((token, a)),
+            }
+        }
+        self.lanes.hand_back(others);
+        (mine.into_iter().zip(batches))
             .map(|(a, out)| a.ok_or_else(|| not_produced(out, "not answered".into(), None)))
             .collect()
+    }
+
+    /// Takes what the drives answered and sends what can go ([`Lanes::step`]).
+    async fn step(&mut self) -> Result<(), WireError> {
+        let transactional_id = self.transactions.as_ref().map(Transactions::request_id);
+        self.lanes.step(&mut self.cluster, transactional_id.as_ref(), self.delivery_timeout).await
     }
 }
 

@@ -10,3 +10,7 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 pub(crate) fn doubling(first: Duration, max: Duration) -> ExponentialBackoff {
     ExponentialBuilder::new().with_min_delay(first).with_max_delay(max).without_max_times().build()
 }
+
+/// The first wait before a batch, or a call, is sent again, doubled up to [`MAX_BACKOFF`].
+pub(crate) const BACKOFF: Duration = Duration::from_millis(50);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);

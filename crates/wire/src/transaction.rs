@@ -26,8 +26,9 @@ use kafka_protocol::ResponseError;
 use crate::cluster::Cluster;
 use crate::error::WireError;
 use crate::names::by_topic;
-use crate::produce::{Producer, INIT_PRODUCER_ID_VERSION, MAX_BACKOFF};
+use crate::produce::{Producer, INIT_PRODUCER_ID_VERSION};
 use crate::retry::doubling;
+use crate::retry::MAX_BACKOFF;
 use crate::send::Outgoing;
 use crate::transactional::Transactions;
 
@@ -65,7 +66,7 @@ impl Producer {
             epoch: -1,
             delivery_timeout,
             sequences: Default::default(),
-            retried: 0,
+            lanes: Default::default(),
             transactions: Some(Transactions {
                 id: transactional_id.to_string(),
                 timeout_ms: i32::try_from(transaction_timeout.as_millis()).unwrap_or(i32::MAX),
@@ -97,10 +98,14 @@ impl Producer {
     }
 
     /// Commits the open transaction (EndTxn; none when nothing was produced in it): its batches
-    /// become visible to `read_committed` consumers. Errors: fenced ([`WireError::is_fenced`]),
+    /// become visible to `read_committed` consumers. Errors: [`WireError::Transaction`] while a
+    /// batch sent is not yet appended ([`Self::all_appended`]); fenced ([`WireError::is_fenced`]),
     /// or the coordinator's last error at the deadline; the transaction is then still open, to
     /// abort.
     pub async fn commit(&mut self) -> Result<(), WireError> {
+        if !self.lanes.is_empty() {
+            return Err(self.transactional()?.misuse("a commit before every batch sent is appended"));
+        }
         self.end(true).await
     }
 
@@ -193,6 +198,7 @@ impl Producer {
             self.coordinator_request(&request, INIT_PRODUCER_ID_VERSION, "InitProducerId", |a| a.error_code).await?;
         (self.id, self.epoch) = (answer.producer_id.0, answer.producer_epoch);
         self.sequences.clear();
+        self.lanes.clear();
         Ok(())
     }
 

@@ -190,6 +190,7 @@ impl AtLeastOnce {
         if let Err(failed) = w.await_acks().await {
             return Err(self.stop_on(w, failed).await);
         }
+        w.batch_acks(true, Retry::Never).await?;
         self.save_all(w, positions).await
     }
 
@@ -211,18 +212,28 @@ impl AtLeastOnce {
         if let Err(failed) = w.take_received_acks() {
             return Err(self.stop_on(w, failed).await);
         }
+        w.batch_acks(false, Retry::Never).await?;
         w.end_batch(positions);
         self.save_reached(w).await
     }
 
-    /// [`strait_connect::Sink::save_acknowledged`]: waits up to [`ACK_WAIT`] for every ack.
+    /// [`strait_connect::Sink::save_acknowledged`]: waits up to [`ACK_WAIT`] for every ack (of
+    /// records, then of whole batches).
     /// All in, it saves as a flush does (the delayed offset syncs too, so a quiet partition's
     /// last record is synced); else the positions reached so far, as [`Self::end_batch`] does.
     /// Errors: a record whose ack failed; the previous state write's error.
     pub async fn save_acknowledged(&mut self, w: &mut Writer) -> ConnectResult<()> {
-        match tokio::time::timeout(ACK_WAIT, w.await_acks()).await {
-            Ok(Err(failed)) => Err(self.stop_on(w, failed).await),
-            Ok(Ok(())) => self.save_all(w, &[]).await,
+        let deadline = tokio::time::Instant::now() + ACK_WAIT;
+        match tokio::time::timeout_at(deadline, w.await_acks()).await {
+            Ok(Err(failed)) => return Err(self.stop_on(w, failed).await),
+            Ok(Ok(())) => {}
+            Err(_) => return self.save_reached(w).await,
+        }
+        match tokio::time::timeout_at(deadline, w.batch_acks(true, Retry::Never)).await {
+            Ok(acked) => {
+                acked?;
+                self.save_all(w, &[]).await
+            }
             Err(_) => self.save_reached(w).await,
         }
     }

@@ -1,15 +1,16 @@
 //! The target side of `copy = "batches"`: whole source batches produced as they are (their
 //! bytes, codec, timestamps and headers), through `strait-wire`'s producer, which gives each its
-//! producer id, epoch and sequence and recomputes its CRC. Their acks feed what a record's ack
-//! feeds on the record path: MM2's offset-sync rule, the partition metrics and the last offset
-//! put, from which positions are saved as today.
+//! producer id, epoch and sequence and recomputes its CRC. They are sent without waiting, each
+//! leader's partitions on their own, and their acks, handed back as they come, feed what a
+//! record's ack feeds on the record path: MM2's offset-sync rule, the partition metrics and the
+//! position each partition's batches reached.
 //!
 //! At-least-once the producer is idempotent. Exactly-once it is the slot's transactional
 //! producer (`transactional.id` `strait-<flow>/slot-<n>`, KIP-98): the batches, then the batch's
 //! offset syncs and positions written as batches of their own ([`BatchWriter::write_state`]),
 //! go in one transaction, which `exactly_once.rs` begins, commits and aborts through it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use strait_wire::{Appended, Batch, Outgoing, Producer, WireError};
 
 use super::errors::{fenced, Retry};
 use super::mm2_offsets::Mm2Offsets;
+use super::producers::PRODUCER_QUEUE_KBYTES;
 use super::state::{PositionRecords, TRANSACTION_RETRY_MAX, TRANSACTION_RETRY_MIN};
 use crate::config::{Delivery, Flow};
 use crate::kafka::{wire_cluster, wire_error};
@@ -34,6 +36,9 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(300);
 /// below the state topics' `max.message.bytes` (1 MiB by default).
 const STATE_RECORDS_PER_BATCH: usize = 1_000;
 
+/// How long a put whose batches fill the producer queue waits for acks at a time.
+const QUEUE_WAIT: Duration = Duration::from_millis(100);
+
 /// A record's key and value, as bytes.
 type KeyValue = (Vec<u8>, Vec<u8>);
 
@@ -48,8 +53,10 @@ pub struct Routed {
 /// The slot's batch producer on the target.
 pub struct BatchWriter {
     producer: Producer,
-    /// Source partitions this producer has appended a batch to.
-    written: HashSet<(Arc<str>, i32)>,
+    /// The batches sent and not yet acknowledged, by the producer's token.
+    in_flight: HashMap<u64, Routed>,
+    /// Batches acknowledged, not yet handed back by [`Self::acks`].
+    acked: Vec<(Routed, Appended)>,
     /// Exactly-once with `write_mm2_offsets`: MM2's source offsets, written in each transaction
     /// with its positions, and the partition count of their topic.
     mm2_offsets: Option<(Mm2Offsets, u32)>,
@@ -89,61 +96,72 @@ impl BatchWriter {
             }
         };
         let mm2_offsets = Mm2Offsets::of(flow).zip(mm2_partitions);
-        Ok(Self { producer, written: HashSet::new(), mm2_offsets })
+        Ok(Self { producer, in_flight: HashMap::new(), acked: Vec::new(), mm2_offsets })
     }
 
-    /// Produces `batches` (in order within each partition), calling `acked` with each one's ack
-    /// in the order given. A partition's first batch from this producer goes alone, ahead of the
-    /// rest: the broker takes any sequence as a producer's first in a partition, so were it
-    /// refused, a batch sent behind it would still be written, ahead of it (the record path's
-    /// rule, `AtLeastOnce::hold`). Errors ([`failure`]): a batch the target refused or did not
+    /// Sends `batches` (in order within each partition) without waiting for their acks, which
+    /// [`Self::acks`] hands back; while more than the slot's share of the producer queue
+    /// ([`PRODUCER_QUEUE_KBYTES`]) waits for acks, it waits for some. Each leader's partitions go
+    /// on their own, and a partition's first batch from this producer goes alone ahead of the
+    /// rest (`strait-wire`'s lanes). Errors ([`failure`]): a batch the target refused or did not
     /// take within the delivery timeout, naming its target topic, partition and source offset;
-    /// at-least-once never retriable (the producer's sequences are then unknown, and the
-    /// batches before it are written again after a restart: positions are saved only after
-    /// acks); exactly-once retriable when asking again may succeed (the transaction is aborted
-    /// and replayed).
-    pub async fn write(
+    /// at-least-once never retriable (the producer's sequences are then unknown, and the batches
+    /// before it are written again after a restart: positions are saved only after acks);
+    /// exactly-once retriable when asking again may succeed (the transaction is aborted and
+    /// replayed).
+    pub async fn send(&mut self, (flow, slot): (&Flow, u32), batches: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
+        let out: Vec<Outgoing> = (batches.iter())
+            .map(|r| Outgoing { topic: r.target.to_string(), partition: r.source.partition, batch: r.batch.clone() })
+            .collect();
+        let first = self.producer.send(&out).await.map_err(|e| failure(flow, slot, copying(flow), e, retry))?;
+        self.in_flight.extend((first..).zip(batches));
+        let most = flow.slot_share(PRODUCER_QUEUE_KBYTES, 2_048) * 1024;
+        while self.producer.queued_bytes() > most {
+            let appended = self.producer.some_appended(QUEUE_WAIT).await;
+            self.received(flow, slot, appended, retry)?;
+        }
+        Ok(())
+    }
+
+    /// The batches acknowledged since the last call, with where each was appended, each
+    /// partition's in order: those received (`wait` false) or, waiting for them, every batch sent.
+    /// Cancel-safe: acks of a call given up come with the next. Errors: as [`Self::send`].
+    pub async fn acks(
+        &mut self,
+        (flow, slot): (&Flow, u32),
+        wait: bool,
+        retry: Retry,
+    ) -> ConnectResult<Vec<(Routed, Appended)>> {
+        let appended = match wait {
+            true => self.producer.all_appended().await,
+            false => self.producer.appended().await,
+        };
+        self.received(flow, slot, appended, retry)?;
+        Ok(std::mem::take(&mut self.acked))
+    }
+
+    /// Keeps the batches of `appended` for [`Self::acks`].
+    fn received(
         &mut self,
         flow: &Flow,
         slot: u32,
-        batches: Vec<Routed>,
+        appended: Result<Vec<(u64, Appended)>, WireError>,
         retry: Retry,
-        mut acked: impl FnMut(&Routed, Appended),
     ) -> ConnectResult<()> {
-        let (mut firsts, mut rest) = (Vec::new(), Vec::new());
-        let mut seen = HashSet::new();
-        for r in batches {
-            let key = (r.source.topic.clone(), r.source.partition);
-            if !self.written.contains(&key) && seen.insert(key) {
-                firsts.push(r);
-            } else {
-                rest.push(r);
-            }
-        }
-        for round in [firsts, rest] {
-            if round.is_empty() {
-                continue;
-            }
-            let out: Vec<Outgoing> = round
-                .iter()
-                .map(|r| Outgoing {
-                    topic: r.target.to_string(),
-                    partition: r.source.partition,
-                    batch: r.batch.clone(),
-                })
-                .collect();
-            // The flow and slot are named by the runtime's caller.
-            let appended = self
-                .producer
-                .produce(&out)
-                .await
-                .map_err(|e| failure(flow, slot, format!("copying batches to {}", flow.target.alias), e, retry))?;
-            for (r, a) in round.iter().zip(appended) {
-                self.written.insert((r.source.topic.clone(), r.source.partition));
-                acked(r, a);
+        let appended = appended.map_err(|e| failure(flow, slot, copying(flow), e, retry))?;
+        for (token, a) in appended {
+            if let Some(r) = self.in_flight.remove(&token) {
+                self.acked.push((r, a));
             }
         }
         Ok(())
+    }
+
+    /// Forgets the batches in flight (exactly-once, an aborted transaction: their acks count for
+    /// nothing; the abort drops them from the producer).
+    pub fn forget_in_flight(&mut self) {
+        self.in_flight.clear();
+        self.acked.clear();
     }
 
     /// Exactly-once: opens a transaction, first taking the slot's transactional id over anew
@@ -240,6 +258,11 @@ impl BatchWriter {
             tokio::time::sleep(wait).await;
         }
     }
+}
+
+/// What a failed send or ack of data batches was doing.
+fn copying(flow: &Flow) -> String {
+    format!("copying batches to {}", flow.target.alias)
 }
 
 /// The time now in ms since the epoch, the create time of the offset syncs and positions.

@@ -98,6 +98,7 @@ impl ExactlyOnce {
         if let Err(failed) = w.await_acks().await {
             return Err(w.produce_error(failed, self.retry()));
         }
+        w.batch_acks(true, self.retry()).await?;
         let syncs = w.take_syncs();
         let positions = w.position_records(positions);
         if self.completed.is_on() {

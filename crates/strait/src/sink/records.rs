@@ -210,7 +210,7 @@ impl RecordPath {
     }
 }
 
-/// Produces the batches `routed` holds, if any ([`Writer::write_batches`]), a failure
+/// Sends the batches `routed` holds, if any ([`Writer::send_batches`]), a failure
 /// classified by `mode`.
 async fn write_batches(w: &mut Writer, mode: &Mode, routed: &mut Vec<Routed>) -> ConnectResult<()> {
     if routed.is_empty() {
@@ -220,7 +220,7 @@ async fn write_batches(w: &mut Writer, mode: &Mode, routed: &mut Vec<Routed>) ->
         Mode::AtLeastOnce(_) => Retry::Never,
         Mode::ExactlyOnce(eos) => eos.retry(),
     };
-    w.write_batches(std::mem::take(routed), retry).await
+    w.send_batches(std::mem::take(routed), retry).await
 }
 
 /// The target record of `body` for `target`/`partition`: the source headers in order, then the

@@ -13,8 +13,9 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
+use strait_wire::Appended;
 
-use super::batches::BatchWriter;
+use super::batches::{BatchWriter, Routed};
 use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
 use super::mm2_offsets::Mm2Offsets;
@@ -87,6 +88,37 @@ impl Target {
             CopyKind::Records => Self::Records,
             CopyKind::Batches => Self::Batches(Box::new(BatchWriter::start(flow, slot, mm2_partitions).await?)),
         })
+    }
+
+    /// Sends whole batches through the batch producer without waiting for their acks
+    /// ([`BatchWriter::send`]). Errors: a flow copying records (`copy = "records"`) given batches;
+    /// as [`BatchWriter::send`].
+    pub async fn send_batches(&mut self, at: (&Flow, u32), routed: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
+        match self {
+            Self::Batches(batches) => batches.send(at, routed, retry).await,
+            Self::Records => {
+                let first = routed.first().map(|r| format!(" of {} partition {}", r.source.topic, r.source.partition));
+                Err(ConnectError::invalid(
+                    format!("flow {}: a whole batch{}", at.0.name, first.unwrap_or_default()),
+                    "the flow copies records (copy = \"records\"); batches need copy = \"batches\"",
+                ))
+            }
+        }
+    }
+
+    /// The whole batches acknowledged since the last call: those received, or with `wait` every
+    /// one sent ([`BatchWriter::acks`]); none copying records (librdkafka hands the records'
+    /// acks to the record producer). Errors: as [`BatchWriter::send`].
+    pub async fn batch_acks(
+        &mut self,
+        at: (&Flow, u32),
+        wait: bool,
+        retry: Retry,
+    ) -> ConnectResult<Vec<(Routed, Appended)>> {
+        match self {
+            Self::Batches(batches) => batches.acks(at, wait, retry).await,
+            Self::Records => Ok(Vec::new()),
+        }
     }
 
     /// Exactly-once: opens a transaction, on a new producer first when `renew` (the target
@@ -178,8 +210,13 @@ impl Target {
         open: bool,
     ) -> ConnectResult<bool> {
         match self {
-            Self::Batches(batches) if open => batches.abort((at.flow, at.slot), at.retry).await,
-            Self::Batches(_) => Ok(false),
+            Self::Batches(batches) => {
+                batches.forget_in_flight();
+                match open {
+                    true => batches.abort((at.flow, at.slot), at.retry).await,
+                    false => Ok(false),
+                }
+            }
             Self::Records => {
                 // A producer that failed for good (fenced) cannot abort; the target aborts its
                 // transaction.

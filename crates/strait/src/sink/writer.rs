@@ -161,24 +161,26 @@ impl Writer {
         self.failure(context, e, retry)
     }
 
-    /// Produces the batches `routed` holds through the slot's batch producer, each ack feeding
-    /// the offset-sync rule, the partition's metrics and its position ([`Self::batch_acked`]).
-    /// Errors: a flow not copying batches; as [`super::batches::BatchWriter::write`].
-    pub async fn write_batches(&mut self, routed: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
-        let Target::Batches(producer) = &mut self.target else {
-            let first = routed.first().map(|r| format!(" of {} partition {}", r.source.topic, r.source.partition));
-            return Err(ConnectError::invalid(
-                format!("flow {}: a whole batch{}", self.flow.name, first.unwrap_or_default()),
-                "the flow copies records (copy = \"records\"); batches need copy = \"batches\"",
-            ));
-        };
-        let mut acks = Vec::with_capacity(routed.len());
-        let record = |r: &Routed, a| acks.push((r.source.clone(), r.batch.clone(), a));
-        let written = producer.write(&self.flow, self.slot, routed, retry, record).await;
-        for (source, batch, a) in acks {
-            self.batch_acked(&source, &batch, a);
+    /// Sends the batches `routed` holds through the slot's batch producer ([`Target::send_batches`]),
+    /// each position of their partitions waiting for their acks, then takes the acks received.
+    /// Errors: a flow not copying batches; as [`super::batches::BatchWriter::send`].
+    pub async fn send_batches(&mut self, routed: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
+        for r in &routed {
+            let (topic, partition) = (&r.source.topic, r.source.partition);
+            *self.sent.get_or_insert_with(topic, partition, || r.source.offset) = r.source.offset;
         }
-        written
+        self.target.send_batches((&self.flow, self.slot), routed, retry).await?;
+        self.batch_acks(false, retry).await
+    }
+
+    /// Takes the acks of whole batches received, or with `wait` waits for every batch sent
+    /// ([`Target::batch_acks`]), each feeding the offset-sync rule, the partition's metrics and
+    /// its position ([`Self::batch_acked`]). Cancel-safe. Errors: as [`Self::send_batches`].
+    pub async fn batch_acks(&mut self, wait: bool, retry: Retry) -> ConnectResult<()> {
+        for (r, a) in self.target.batch_acks((&self.flow, self.slot), wait, retry).await? {
+            self.batch_acked(&r.source, &r.batch, a);
+        }
+        Ok(())
     }
 
     /// What a batch's ack feeds: the offset syncs of its first and last record (the target gives a
@@ -196,5 +198,6 @@ impl Writer {
         // No timestamp with the position: the last record's is inside the (compressed) batch. The
         // topic id saved with it finds a recreated topic instead.
         self.last.insert((topic.clone(), partition), (last, None));
+        self.cuts.acked(topic, partition, last, &self.syncs);
     }
 }
