@@ -15,6 +15,7 @@ mod disaster_recovery;
 mod discovery;
 mod exactly_once;
 mod failover;
+mod failover_deleted;
 mod failure;
 mod faults;
 mod fidelity;
