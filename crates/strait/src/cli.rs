@@ -109,7 +109,7 @@ pub enum Command {
         /// `auto`: planned when the source lists its groups within --source-timeout-ms, else
         /// unplanned; `planned`: the source must answer; `unplanned`: the source is not asked.
         #[arg(long, value_enum, default_value = "auto")]
-        mode: FailoverMode,
+        mode: strait::failover::Mode,
         /// How long, in ms, the source may take to answer before `auto` treats it as lost (at
         /// least 1; librdkafka gives up on its own after 15 s).
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -118,13 +118,6 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: Output,
     },
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum FailoverMode {
-    Auto,
-    Planned,
-    Unplanned,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]

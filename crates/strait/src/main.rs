@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use cli::{Cli, Command, FailoverMode, LogFormat, Output};
+use cli::{Cli, Command, LogFormat, Output};
 use strait::config::{Config, Flow};
 use strait_connect::ErrorKind;
 use tokio_util::sync::CancellationToken;
@@ -65,11 +65,6 @@ fn main() -> ExitCode {
                     },
                     Command::Status { output, .. } => rt.block_on(status(flows, output)),
                     Command::Failover { flow, groups, wait_ms, mode, source_timeout_ms, output, .. } => {
-                        let mode = match mode {
-                            FailoverMode::Auto => strait::failover::Mode::Auto,
-                            FailoverMode::Planned => strait::failover::Mode::Planned,
-                            FailoverMode::Unplanned => strait::failover::Mode::Unplanned,
-                        };
                         let timing = (Duration::from_millis(wait_ms), Duration::from_millis(source_timeout_ms));
                         rt.block_on(failover(flows, &flow, groups, mode, timing, output))
                     }

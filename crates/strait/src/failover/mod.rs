@@ -36,10 +36,10 @@ use crate::rules::NameFilter;
 pub use caught_up::Lag;
 use history::SyncHistory;
 use plan::Action;
-pub use report::{GroupPartition, GroupReport, PartitionReport, Report};
+pub use report::{GroupPartition, GroupReport, PartitionReport, Ran, Report};
 
-/// How the source cluster is treated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the source cluster is treated (`strait failover --mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
     /// Planned when the source answers within `source_timeout`, else unplanned.
     Auto,
@@ -103,7 +103,10 @@ pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Opt
         None => unplanned(flow.clone(), filter).await?,
     };
     if report.groups.is_empty() && report.problems.is_empty() {
-        let from = if report.mode == "planned" { "with offsets on the source" } else { "checkpointed on the target" };
+        let from = match report.mode {
+            Ran::Planned => "with offsets on the source",
+            Ran::Unplanned => "checkpointed on the target",
+        };
         report.problems.push(format!("no consumer group {from} matches the groups asked for: nothing moved"));
     }
     Ok(report)
@@ -143,7 +146,7 @@ async fn planned(
         caught_up::Side::Source => on_source(e),
         caught_up::Side::Target => on_target(e),
     })?;
-    let mut report = Report::new(&flow, "planned");
+    let mut report = Report::new(&flow, Ran::Planned);
     let behind: i64 = lags.values().map(|l| l.unreplicated).sum();
     for ((topic, partition), lag) in &lags {
         report.partitions.push(PartitionReport::planned(topic, *partition, lag));
@@ -237,7 +240,7 @@ async fn unplanned(flow: Arc<Flow>, filter: &NameFilter) -> Result<Report, Conne
         newest.entry(c.group).or_default().insert((c.topic, c.partition), (c.upstream.0, c.downstream.0));
     }
     let saved: Positions = positions::load(&flow.target, &flow.name).await.map_err(&on_target)?;
-    let mut report = Report::new(&flow, "unplanned");
+    let mut report = Report::new(&flow, Ran::Unplanned);
     let now = now_ms();
     for ((topic, partition), s) in &saved {
         report.partitions.push(PartitionReport::unplanned(topic, *partition, s, now));

@@ -13,14 +13,33 @@ use crate::positions::Saved;
 pub struct Report {
     /// `source->target`.
     pub flow: String,
-    /// `planned` or `unplanned`.
-    pub mode: &'static str,
+    /// How the failover ran: `planned` or `unplanned`.
+    pub mode: Ran,
     /// Per consumer group.
     pub groups: Vec<GroupReport>,
     /// Per source partition: how far it was replicated.
     pub partitions: Vec<PartitionReport>,
     /// What kept a group from moving; empty when every group moved.
     pub problems: Vec<String>,
+}
+
+/// How a failover ran: [`super::Mode::Auto`] decides one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ran {
+    /// The source answered: the groups' offsets read there, once their partitions were copied.
+    Planned,
+    /// The source was not asked, or did not answer: the checkpoints on the target decide.
+    Unplanned,
+}
+
+impl std::fmt::Display for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Planned => "planned",
+            Self::Unplanned => "unplanned",
+        })
+    }
 }
 
 /// One consumer group.
@@ -122,7 +141,7 @@ impl PartitionReport {
 }
 
 impl Report {
-    pub(super) fn new(flow: &Flow, mode: &'static str) -> Self {
+    pub(super) fn new(flow: &Flow, mode: Ran) -> Self {
         Self { flow: flow.name.clone(), mode, groups: Vec::new(), partitions: Vec::new(), problems: Vec::new() }
     }
 
