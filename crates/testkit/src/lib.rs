@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod clients;
 pub mod jvm;
 pub mod multi;
 pub mod proxy;

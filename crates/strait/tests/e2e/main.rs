@@ -34,8 +34,6 @@ mod sink;
 mod startup_errors;
 mod status_regions;
 mod throttle;
+/// The batches the batch path's tests make and read, shared with `strait-wire`'s own tests.
+#[path = "../../../wire/tests/brokers/made.rs"]
 mod wire;
-mod wire_offsets;
-mod wire_reencode;
-mod wire_security;
-mod wire_transactions;

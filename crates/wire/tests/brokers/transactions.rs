@@ -10,8 +10,8 @@ use std::time::Duration;
 use kafka_protocol::records::Compression as Codec;
 use strait_wire::{Batch, ClientOptions, Cluster, Outgoing, Producer};
 
+use crate::made::encoded_batch;
 use crate::support::*;
-use crate::wire::encoded_batch;
 
 async fn transactional(bootstrap: &str, id: &str, timeout: Duration) -> Producer {
     let cluster = Cluster::connect(bootstrap, ClientOptions::plaintext("wire-tx-test", Duration::from_secs(10)))

@@ -10,8 +10,8 @@ use kafka_protocol::records::Compression as Codec;
 use strait_wire::batch::Compression;
 use strait_wire::{Batch, ClientOptions, Cluster, Outgoing, Producer, WireError};
 
+use crate::made::{encoded_batch, fetch_all};
 use crate::support::*;
-use crate::wire::{encoded_batch, fetch_all};
 
 async fn producer_to(bootstrap: &str, topics: &[&str]) -> Producer {
     let mut cluster =

@@ -8,8 +8,8 @@ use std::time::Duration;
 use strait_testkit::secure::start_secure_cluster;
 use strait_wire::{ClientOptions, Cluster, Outgoing, Producer, Security, WireError};
 
+use crate::made::fetch_all;
 use crate::support::*;
-use crate::wire::fetch_all;
 
 const PASSWORD: &str = "wire-pw-71fa";
 
