@@ -204,16 +204,13 @@ impl Cluster {
             }
         }
         for (broker, wanted) in &by_leader {
-            let conn = self.connections.get(broker).filter(|c| !c.is_broken()).cloned();
-            let addr = self.brokers.get(broker).cloned().unwrap_or_else(|| format!("broker {broker}"));
             let wanted: Vec<(&FetchAt, i32)> = wanted.iter().map(|(a, e)| (a, *e)).collect();
-            self.fetches.send(*broker, (conn, addr, self.options.clone()), &wanted, max_wait, partition_max_bytes);
+            let reach = self.reach(*broker);
+            self.fetches.send(*broker, reach, &wanted, max_wait, partition_max_bytes);
         }
         let (round, opened, moved) = self.fetches.next(max_wait).await?;
         for (broker, conn) in opened {
-            if self.brokers.get(&broker).is_some_and(|a| a == conn.addr()) {
-                self.connections.insert(broker, conn);
-            }
+            self.keep(broker, conn);
         }
         let mut refresh: HashSet<String> = moved.into_iter().chain(unled).collect();
         // A leader that holds its request past its time (frozen, cut off): its partitions may
@@ -245,6 +242,23 @@ impl Cluster {
     /// the next fetch to it is full.
     pub fn session(&self, broker: i32) -> Option<(i32, i32)> {
         self.fetches.session(broker)
+    }
+
+    /// How to reach `broker` without waiting here: its open connection, if one works, else its
+    /// address and the options to open one with (a task of its own opens it, so a broker that
+    /// does not answer holds only that task, [`Self::keep`] keeping what it opened).
+    pub(crate) fn reach(&self, broker: i32) -> (Option<Connection>, String, ClientOptions) {
+        let conn = self.connections.get(&broker).filter(|c| !c.is_broken()).cloned();
+        let addr = self.brokers.get(&broker).cloned().unwrap_or_else(|| format!("broker {broker}"));
+        (conn, addr, self.options.clone())
+    }
+
+    /// Keeps `conn`, opened to `broker` by a task ([`Self::reach`]), unless the broker has moved
+    /// since.
+    pub(crate) fn keep(&mut self, broker: i32, conn: Connection) {
+        if self.brokers.get(&broker).is_some_and(|a| a == conn.addr()) {
+            self.connections.insert(broker, conn);
+        }
     }
 
     /// The open connection to `broker`, or a new one when the old one broke or there was none.

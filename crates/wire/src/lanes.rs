@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::batch::Batch;
 use crate::cluster::Cluster;
+use crate::conn::Connection;
 use crate::error::WireError;
 use crate::retry::{doubling, BACKOFF, MAX_BACKOFF};
 use crate::send::{drive, Appended, Driven, Lane};
@@ -58,6 +59,9 @@ impl PartitionLane {
 /// the leader did with them.
 struct Finished {
     generation: u64,
+    /// The leader, and the connection opened to it for the drive, to keep.
+    broker: i32,
+    opened: Option<Connection>,
     keys: Vec<(String, i32)>,
     tokens: Vec<u64>,
     driven: Driven,
@@ -143,7 +147,8 @@ impl Lanes {
 
     /// Takes what the drives that ended answered, then sends every partition that waits for
     /// nothing (no drive under way, no backoff) to its leader, each leader's in a drive of its
-    /// own. Never waits for an answer; it may wait for a metadata refresh and for connections.
+    /// own, in a task that opens the leader's connection when it has none. Never waits for an
+    /// answer; it may wait for a metadata refresh.
     /// Errors: [`WireError::NotProduced`] for a batch refused, or not appended within
     /// `delivery_timeout` of being queued.
     pub(crate) async fn step(
@@ -153,7 +158,7 @@ impl Lanes {
         delivery_timeout: Duration,
     ) -> Result<(), WireError> {
         while let Ok(finished) = self.finished.try_recv() {
-            self.ended(finished)?;
+            self.ended(cluster, finished)?;
         }
         let now = Instant::now();
         let mut ready = Vec::new();
@@ -189,30 +194,37 @@ impl Lanes {
             }
         }
         for (broker, keys) in by_leader {
-            match cluster.connection(broker).await {
-                Ok(conn) => {
-                    let (lanes, batches, tokens) = self.hand_over(&keys);
-                    let (tx, generation, timeout) = (self.finished_tx.clone(), self.generation, cluster.timeout());
-                    let transactional_id = transactional_id.cloned();
-                    tokio::spawn(async move {
-                        let driven = drive(conn, lanes, &batches, timeout, transactional_id.as_ref()).await;
-                        // The producer may be gone, and with it what the drive was for.
-                        let _ = tx.send(Finished { generation, keys, tokens, driven });
-                    });
-                }
-                Err(e) => {
-                    for key in &keys {
-                        self.put_off(key, e.to_string(), now);
-                    }
-                }
-            }
+            let (conn, addr, options) = cluster.reach(broker);
+            let (lanes, batches, tokens) = self.hand_over(&keys);
+            let (tx, generation, timeout) = (self.finished_tx.clone(), self.generation, cluster.timeout());
+            let transactional_id = transactional_id.cloned();
+            tokio::spawn(async move {
+                // Opened here, not by the caller: a broker that does not answer (cut off, frozen)
+                // holds only its own partitions.
+                let (conn, opened) = match conn {
+                    Some(conn) => (conn, false),
+                    None => match Connection::open(&addr, &options).await {
+                        Ok(conn) => (conn, true),
+                        Err(e) => {
+                            let retry = lanes.into_iter().map(|l| (l, e.to_string())).collect();
+                            let driven = Driven { retry, ..Driven::default() };
+                            let _ = tx.send(Finished { generation, broker, opened: None, keys, tokens, driven });
+                            return;
+                        }
+                    },
+                };
+                let driven = drive(conn.clone(), lanes, &batches, timeout, transactional_id.as_ref()).await;
+                let opened = opened.then_some(conn);
+                // The producer may be gone, and with it what the drive was for.
+                let _ = tx.send(Finished { generation, broker, opened, keys, tokens, driven });
+            });
         }
         Ok(())
     }
 
     /// Waits until a drive ends, or at most until the next lane's backoff ends (`cap` when none
     /// waits), and takes what it answered. Errors: as [`Self::step`].
-    pub(crate) async fn wait(&mut self, cap: Duration) -> Result<(), WireError> {
+    pub(crate) async fn wait(&mut self, cluster: &mut Cluster, cap: Duration) -> Result<(), WireError> {
         let now = Instant::now();
         let next = (self.lanes.values())
             .filter(|l| !l.driving && !l.queue.is_empty())
@@ -221,7 +233,7 @@ impl Lanes {
             .unwrap_or(now + cap)
             .max(now);
         match tokio::time::timeout_at(next.into(), self.finished.recv()).await {
-            Ok(Some(finished)) => self.ended(finished),
+            Ok(Some(finished)) => self.ended(cluster, finished),
             _ => Ok(()),
         }
     }
@@ -254,7 +266,10 @@ impl Lanes {
     }
 
     /// Takes what a drive answered: its appends, its lanes to send again.
-    fn ended(&mut self, finished: Finished) -> Result<(), WireError> {
+    fn ended(&mut self, cluster: &mut Cluster, finished: Finished) -> Result<(), WireError> {
+        if let Some(conn) = finished.opened {
+            cluster.keep(finished.broker, conn);
+        }
         if finished.generation != self.generation {
             return Ok(());
         }

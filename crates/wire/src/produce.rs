@@ -143,7 +143,7 @@ impl Producer {
     pub async fn all_appended(&mut self) -> Result<Vec<(u64, Appended)>, WireError> {
         self.step().await?;
         while !self.lanes.is_empty() {
-            self.lanes.wait(MAX_BACKOFF).await?;
+            self.lanes.wait(&mut self.cluster, MAX_BACKOFF).await?;
             self.step().await?;
         }
         Ok(self.lanes.take_appended())
@@ -154,7 +154,7 @@ impl Producer {
     pub async fn some_appended(&mut self, cap: Duration) -> Result<Vec<(u64, Appended)>, WireError> {
         self.step().await?;
         if !self.lanes.is_empty() {
-            self.lanes.wait(cap).await?;
+            self.lanes.wait(&mut self.cluster, cap).await?;
         }
         self.appended().await
     }

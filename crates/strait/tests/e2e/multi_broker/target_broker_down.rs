@@ -4,7 +4,8 @@
 //! for node 3; the partitions led by node 1 must keep reaching the target within a few seconds
 //! of the source, their positions saved too, and all 12 be copied once node 3 is back.
 //!
-//! At-least-once, both copy kinds. Before the record path's acks were handed on per partition,
+//! At-least-once, both copy kinds, node 3 killed; and node 3 frozen (SIGSTOP) under a batch
+//! flow, its connections open but answering nothing. Before the record path's acks were handed on per partition,
 //! one record waiting for node 3 held back every later ack, so no position of any partition was
 //! saved until node 3 was back: 26.8 s of stall over a 20 s outage. The batch path stalled as
 //! long (26.1 s) until its producer kept each partition's batches in a lane of its own, each
@@ -19,7 +20,7 @@ use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use strait::config::Config;
 use strait_testkit::multi::Control;
 
-use super::stalls::{self, produce_to, Watched};
+use super::stalls::{self, produce_to, NodeRequest, Watched};
 use super::{fully_replicated, Turn, TURN};
 use crate::support::*;
 
@@ -47,18 +48,29 @@ async fn create_split_remote(three: &str, remote: &str) {
     created[0].as_ref().expect("remote topic created");
 }
 
+/// Node 3 killed (SIGKILL), then restarted.
+const KILLED: (&str, NodeRequest, NodeRequest) = ("killed", Control::kill, Control::restart);
+
 #[tokio::test(flavor = "multi_thread")]
 async fn one_target_broker_down_never_stalls_the_records_led_by_others() {
-    one_target_broker_down("records").await;
+    one_target_broker_down("records", KILLED).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_target_broker_down_never_stalls_the_batches_led_by_others() {
-    one_target_broker_down("batches").await;
+    one_target_broker_down("batches", KILLED).await;
 }
 
-/// The outage above, the flow copying `copy` (`records` or `batches`) at-least-once.
-async fn one_target_broker_down(copy: &str) {
+/// A frozen leader (SIGSTOP, then SIGCONT) answers nothing, its connections open: the batches
+/// sent to it wait for their answers, or for the request timeout, in a task of their own.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_frozen_target_broker_never_stalls_the_batches_led_by_others() {
+    one_target_broker_down("batches", ("frozen", Control::pause, Control::resume)).await;
+}
+
+/// The outage above (`fault` applied to node 3, then `heal`), the flow copying `copy`
+/// (`records` or `batches`) at-least-once.
+async fn one_target_broker_down(copy: &str, (how, fault, heal): (&str, NodeRequest, NodeRequest)) {
     let (three, control) = three_nodes();
     let turn = Turn { control: control.clone(), _turn: TURN.lock().await };
     turn.control.heal().expect("the three-node cluster is whole");
@@ -101,12 +113,12 @@ async fn one_target_broker_down(copy: &str) {
         healthy: HEALTHY,
         remote: Some((&target_reader, vec![remote])),
     };
-    let stalls = watched.outage(&control, 3, (Control::kill, Control::restart), OUTAGE).await;
+    let stalls = watched.outage(&control, 3, (fault, heal), OUTAGE).await;
     stop.store(true, Ordering::SeqCst);
     producing.await.unwrap();
     let (copy_stall, position_stall) = (stalls.copies[0], stalls.positions[0]);
     eprintln!(
-        "target node 3 killed for {OUTAGE:?}, {copy} at-least-once: longest stall of a partition led by node 1: {:.1} s to reach the target, {:.1} s to its saved position",
+        "target node 3 {how} for {OUTAGE:?}, {copy} at-least-once: longest stall of a partition led by node 1: {:.1} s to reach the target, {:.1} s to its saved position",
         copy_stall.as_secs_f64(),
         position_stall.as_secs_f64()
     );
