@@ -25,7 +25,7 @@ pub fn cluster(n: usize) -> String {
 
 /// A name unique to this test run: `prefix-<pid>-<n>`; safe as topic prefix and alias. When the
 /// test's thread ends, the topics of the shared clusters named after it are deleted
-/// ([`Cleanup`]).
+/// (see `Cleanup`).
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     let name = format!("{prefix}{}x{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::SeqCst));
