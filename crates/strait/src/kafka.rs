@@ -10,6 +10,7 @@ mod start_failure;
 mod state_reader;
 mod watermarks;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -117,6 +118,19 @@ pub fn topic_partition_counts<C: ClientContext>(
         .filter(|t| t.error().is_none())
         .map(|t| (t.name().to_string(), t.partitions().len()))
         .collect())
+}
+
+/// Whether the cluster `client` talks to lists a partition now ([`topic_partition_counts`]), as a
+/// test to keep only the partitions of topics that still exist before asking the offsets of many
+/// at once: one of a deleted topic would fail them all. Blocking: call from a blocking thread.
+pub fn listed_partitions<C: ClientContext>(
+    client: &Client<C>,
+    timeout: Duration,
+) -> Result<impl Fn(&str, i32) -> bool, KafkaError> {
+    let counts: HashMap<String, usize> = topic_partition_counts(client, timeout)?.into_iter().collect();
+    Ok(move |topic: &str, partition: i32| {
+        counts.get(topic).is_some_and(|n| usize::try_from(partition).is_ok_and(|p| p < *n))
+    })
 }
 
 /// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: [`ConnectError::Denied`] naming

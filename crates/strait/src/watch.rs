@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, topic_partition_counts, watermarks, Gap, LagReader, METADATA_TIMEOUT};
+use crate::kafka::{blocking, listed_partitions, watermarks, Gap, LagReader, METADATA_TIMEOUT};
 use crate::metrics::metrics;
 use crate::schedule::{self, Every, Periodic};
 
@@ -97,11 +97,8 @@ impl Periodic for Watch {
             // A topic deleted on the source stays assigned (paused) until it is listed again,
             // and asking its offsets would fail the whole reading, every time: only the
             // partitions the source lists are read (the gauges of the others are dropped).
-            let listed: HashMap<String, usize> =
-                topic_partition_counts(reader.consumer().client(), METADATA_TIMEOUT)?.into_iter().collect();
-            positions.retain(|((topic, partition), _)| {
-                listed.get(topic).is_some_and(|n| usize::try_from(*partition).is_ok_and(|p| p < *n))
-            });
+            let listed = listed_partitions(reader.consumer().client(), METADATA_TIMEOUT)?;
+            positions.retain(|((topic, partition), _)| listed(topic, *partition));
             let marks =
                 watermarks(reader.consumer(), positions.iter().map(|((t, p), _)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
             let gaps = positions

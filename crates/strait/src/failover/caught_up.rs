@@ -5,7 +5,7 @@
 //! whenever the source is written transactionally (another flow's exactly-once output, say), so
 //! the gap is read `read_committed` rather than trusted as a record count.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer;
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, topic_partition_counts, watermarks, METADATA_TIMEOUT};
+use crate::kafka::{blocking, listed_partitions, watermarks, METADATA_TIMEOUT};
 use crate::positions::{self, Positions};
 
 /// Longest gap read to count its committed records; a larger gap counts as that many records.
@@ -88,11 +88,8 @@ fn check(
     // A topic deleted since the partitions were listed would fail every check, as a source that
     // does not answer: only the partitions the source still lists are checked (a deleted one
     // has nothing left to replicate).
-    let listed: HashMap<String, usize> =
-        topic_partition_counts(reader.client(), METADATA_TIMEOUT)?.into_iter().collect();
-    let partitions: Vec<&(String, i32)> = (partitions.iter())
-        .filter(|(t, p)| listed.get(t).is_some_and(|n| usize::try_from(*p).is_ok_and(|p| p < *n)))
-        .collect();
+    let listed = listed_partitions(reader.client(), METADATA_TIMEOUT)?;
+    let partitions: Vec<&(String, i32)> = partitions.iter().filter(|(t, p)| listed(t, *p)).collect();
     let marks = watermarks(reader, partitions.iter().map(|(t, p)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
     let mut out = BTreeMap::new();
     for (topic, partition) in partitions {
