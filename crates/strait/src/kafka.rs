@@ -10,7 +10,6 @@ mod start_failure;
 mod state_reader;
 mod watermarks;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,8 +17,8 @@ pub use self::checkpoints::read_checkpoints;
 pub use self::lag::{Gap, LagReader};
 pub use self::start_failure::{classify_start, connect_error, is_denied, StartFailure};
 pub use self::state_reader::{read_to_end, KeyedRecord, RawRecord, StateReader};
-pub use self::watermarks::{watermarks, watermarks_in_lists, Watermarks};
-use rdkafka::client::{Client, ClientContext};
+pub use self::watermarks::{listed_watermarks, topic_partition_counts, watermarks, watermarks_in_lists, Watermarks};
+use rdkafka::client::ClientContext;
 use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext};
@@ -102,35 +101,6 @@ pub async fn enqueue(producer: &ControlProducer, record: BaseRecord<'_, [u8], [u
 /// Awaits an [`Ack`] from [`enqueue`]; the downstream offset on success.
 pub async fn acked(ack: Ack) -> Result<i64, KafkaError> {
     ack.await.unwrap_or(Err(KafkaError::Canceled))
-}
-
-/// Every topic of the cluster `client` talks to with its partition count (partitions are
-/// numbered from 0), waiting up to `timeout`; topics the metadata reports with an error are left
-/// out. Blocking: call from a blocking thread.
-pub fn topic_partition_counts<C: ClientContext>(
-    client: &Client<C>,
-    timeout: Duration,
-) -> Result<Vec<(String, usize)>, KafkaError> {
-    let md = client.fetch_metadata(None, timeout)?;
-    Ok(md
-        .topics()
-        .iter()
-        .filter(|t| t.error().is_none())
-        .map(|t| (t.name().to_string(), t.partitions().len()))
-        .collect())
-}
-
-/// Whether the cluster `client` talks to lists a partition now ([`topic_partition_counts`]), as a
-/// test to keep only the partitions of topics that still exist before asking the offsets of many
-/// at once: one of a deleted topic would fail them all. Blocking: call from a blocking thread.
-pub fn listed_partitions<C: ClientContext>(
-    client: &Client<C>,
-    timeout: Duration,
-) -> Result<impl Fn(&str, i32) -> bool, KafkaError> {
-    let counts: HashMap<String, usize> = topic_partition_counts(client, timeout)?.into_iter().collect();
-    Ok(move |topic: &str, partition: i32| {
-        counts.get(topic).is_some_and(|n| usize::try_from(partition).is_ok_and(|p| p < *n))
-    })
 }
 
 /// The Kafka cluster id of `cluster`, waiting up to 10 s. Errors: [`ConnectError::Denied`] naming

@@ -11,7 +11,9 @@ use rdkafka::error::KafkaError;
 use serde::Serialize;
 
 use crate::config::Flow;
-use crate::kafka::{blocking, read_checkpoints, topic_partition_counts, watermarks, Gap, LagReader, METADATA_TIMEOUT};
+use crate::kafka::{
+    blocking, listed_watermarks, read_checkpoints, topic_partition_counts, Gap, LagReader, METADATA_TIMEOUT,
+};
 use crate::positions::{self, Invalid};
 
 /// One source partition of a flow.
@@ -127,7 +129,10 @@ async fn source_rows(flow: &Flow, loaded: &positions::Loaded) -> Result<Vec<Part
                 (0..partitions).filter_map(move |p| Some((topic.clone(), i32::try_from(p).ok()?)))
             })
             .collect();
-        let marks = watermarks(consumer, copied.iter().map(|(t, p)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
+        let asked: Vec<(&str, i32)> = copied.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+        let marks = listed_watermarks(consumer, &asked, METADATA_TIMEOUT)?;
+        // A topic deleted since the listing has no row.
+        let copied: Vec<(String, i32)> = copied.into_iter().filter(|(t, p)| marks.has(t, *p)).collect();
         let mut rows = Vec::with_capacity(copied.len());
         // Each gap read, and the row its lag goes to.
         let (mut gaps, mut gap_rows) = (Vec::new(), Vec::new());

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, listed_partitions, watermarks, Gap, LagReader, METADATA_TIMEOUT};
+use crate::kafka::{blocking, listed_watermarks, Gap, LagReader, METADATA_TIMEOUT};
 use crate::metrics::metrics;
 use crate::schedule::{self, Every, Periodic};
 
@@ -94,13 +94,12 @@ impl Periodic for Watch {
         let mut positions = self.committed.snapshot();
         let reader = self.reader.clone();
         let read = blocking(move || {
-            // A topic deleted on the source stays assigned (paused) until it is listed again,
-            // and asking its offsets would fail the whole reading, every time: only the
-            // partitions the source lists are read (the gauges of the others are dropped).
-            let listed = listed_partitions(reader.consumer().client(), METADATA_TIMEOUT)?;
-            positions.retain(|((topic, partition), _)| listed(topic, *partition));
-            let marks =
-                watermarks(reader.consumer(), positions.iter().map(|((t, p), _)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
+            // A topic deleted on the source stays assigned (paused) until it is listed again:
+            // its partitions are left out of the reading (their gauges dropped), not the reading
+            // failed, every time.
+            let asked: Vec<(&str, i32)> = positions.iter().map(|((t, p), _)| (t.as_str(), *p)).collect();
+            let marks = listed_watermarks(reader.consumer(), &asked, METADATA_TIMEOUT)?;
+            positions.retain(|((topic, partition), _)| marks.has(topic, *partition));
             let gaps = positions
                 .into_iter()
                 .map(|((topic, partition), next)| {

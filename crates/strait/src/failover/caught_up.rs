@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, listed_partitions, watermarks, METADATA_TIMEOUT};
+use crate::kafka::{blocking, listed_watermarks, METADATA_TIMEOUT};
 use crate::positions::{self, Positions};
 
 /// Longest gap read to count its committed records; a larger gap counts as that many records.
@@ -85,12 +85,11 @@ fn check(
     partitions: &BTreeSet<(String, i32)>,
     saved: &Positions,
 ) -> Result<BTreeMap<(String, i32), Lag>, KafkaError> {
-    // A topic deleted since the partitions were listed would fail every check, as a source that
-    // does not answer: only the partitions the source still lists are checked (a deleted one
-    // has nothing left to replicate).
-    let listed = listed_partitions(reader.client(), METADATA_TIMEOUT)?;
-    let partitions: Vec<&(String, i32)> = partitions.iter().filter(|(t, p)| listed(t, *p)).collect();
-    let marks = watermarks(reader, partitions.iter().map(|(t, p)| (t.as_str(), *p)), METADATA_TIMEOUT)?;
+    // A topic deleted while the failover waits has nothing left to replicate: its partitions are
+    // left out of the answer, and so of the check.
+    let asked: Vec<(&str, i32)> = partitions.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+    let marks = listed_watermarks(reader, &asked, METADATA_TIMEOUT)?;
+    let partitions = partitions.iter().filter(|(t, p)| marks.has(t, *p));
     let mut out = BTreeMap::new();
     for (topic, partition) in partitions {
         let (log_start, end) = marks.get(topic, *partition)?;

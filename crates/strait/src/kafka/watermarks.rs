@@ -12,6 +12,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
@@ -31,6 +32,66 @@ impl Watermarks {
             .copied()
             .ok_or(KafkaError::OffsetFetch(RDKafkaErrorCode::UnknownPartition))
     }
+
+    /// Whether `topic` partition `partition` was answered.
+    pub fn has(&self, topic: &str, partition: i32) -> bool {
+        self.0.get(topic).is_some_and(|t| t.contains_key(&partition))
+    }
+}
+
+/// How many times [`listed_watermarks`] lists the cluster again after an answer saying a listed
+/// topic is unknown.
+const RELISTS: u32 = 3;
+
+/// [`watermarks`] of those of `partitions` the cluster still has: a deleted topic's partitions are
+/// left out of the answer instead of failing it (one partition of a deleted topic in a
+/// ListOffsets request fails them all). The cluster is listed first; a topic deleted between the
+/// listing and the request (or still listed by a broker that has not seen its deletion) is told by
+/// its unknown-topic answer, and the cluster listed again, up to 3 times. Blocking: call
+/// from a blocking thread. Errors: as [`watermarks`], the last answer's when the listing never
+/// settles.
+pub fn listed_watermarks<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    partitions: &[(&str, i32)],
+    timeout: Duration,
+) -> Result<Watermarks, KafkaError> {
+    let mut relists = 0;
+    loop {
+        let counts: HashMap<String, usize> = topic_partition_counts(consumer.client(), timeout)?.into_iter().collect();
+        let listed = |topic: &str, partition: i32| {
+            counts.get(topic).is_some_and(|n| usize::try_from(partition).is_ok_and(|p| p < *n))
+        };
+        let asked = partitions.iter().copied().filter(|(t, p)| listed(t, *p));
+        match watermarks(consumer, asked, timeout) {
+            Err(e) if unknown_topic(&e) && relists < RELISTS => {
+                relists += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            answered => return answered,
+        }
+    }
+}
+
+/// Every topic of the cluster `client` talks to with its partition count (partitions are
+/// numbered from 0), waiting up to `timeout`; topics the metadata reports with an error are left
+/// out. Blocking: call from a blocking thread.
+pub fn topic_partition_counts<C: ClientContext>(
+    client: &Client<C>,
+    timeout: Duration,
+) -> Result<Vec<(String, usize)>, KafkaError> {
+    let md = client.fetch_metadata(None, timeout)?;
+    Ok(md
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none())
+        .map(|t| (t.name().to_string(), t.partitions().len()))
+        .collect())
+}
+
+/// Whether `e` says a topic or partition is unknown to the cluster (deleted).
+fn unknown_topic(e: &KafkaError) -> bool {
+    use RDKafkaErrorCode::{UnknownPartition, UnknownTopic, UnknownTopicOrPartition};
+    e.rdkafka_error_code().is_some_and(|c| matches!(c, UnknownPartition | UnknownTopic | UnknownTopicOrPartition))
 }
 
 /// The [`Watermarks`] of every one of `partitions` (duplicates asked once) through `consumer`,

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 
-use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use strait_connect::{ConnectError, ConnectResult};
 
@@ -12,7 +11,7 @@ use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
 use strait_mm2::OffsetSync;
 
-use crate::kafka::{blocking, read_to_end, topic_partition_counts, watermarks, METADATA_TIMEOUT};
+use crate::kafka::{blocking, listed_watermarks, read_to_end, METADATA_TIMEOUT};
 use crate::mm2_offsets;
 use crate::positions::{self, POSITIONS_TOPIC};
 use crate::slots::slot_of;
@@ -79,17 +78,12 @@ pub async fn target_ends(flow: &Flow, partitions: &[Partition]) -> ConnectResult
         .create_with_context(ClientLog)
         .map_err(|e| ConnectError::backend("target client", e))?;
     blocking(move || {
-        let counts: HashMap<String, usize> =
-            topic_partition_counts(target.client(), METADATA_TIMEOUT)?.into_iter().collect();
-        let exists = |remote: &str, partition: i32| {
-            counts.get(remote).is_some_and(|n| usize::try_from(partition).is_ok_and(|p| p < *n))
-        };
-        let present = written.iter().filter(|((_, p), remote)| exists(remote, *p)).map(|((_, p), r)| (r.as_str(), *p));
-        let marks = watermarks(&target, present, METADATA_TIMEOUT)?;
+        let asked: Vec<(&str, i32)> = written.iter().map(|((_, p), remote)| (remote.as_str(), *p)).collect();
+        let marks = listed_watermarks(&target, &asked, METADATA_TIMEOUT)?;
         written
             .iter()
             .map(|((topic, partition), remote)| {
-                let end = if exists(remote, *partition) { marks.get(remote, *partition)?.1 } else { 0 };
+                let end = if marks.has(remote, *partition) { marks.get(remote, *partition)?.1 } else { 0 };
                 Ok(((topic.clone(), *partition), end))
             })
             .collect::<Result<HashMap<_, _>, KafkaError>>()
