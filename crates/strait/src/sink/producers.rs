@@ -51,7 +51,24 @@ pub const STATE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Added for the at-least-once state producer: its few records are awaited at once, so waiting
 /// `linger.ms` for more would only lengthen each commit, when no record is read.
-pub const STATE_SETTINGS: &[(&str, &str)] = &[("linger.ms", "0")];
+///
+/// Its requests are a few small records and the transaction's own (AddPartitionsToTxn, EndTxn),
+/// answered in milliseconds by a live broker. One unanswered for 3 s went to a broker that
+/// answers nothing (frozen, or cut off with its connection still open), which Kafka fences after
+/// `broker.session.timeout.ms` (9 s by default), moving its partitions and coordinators: each
+/// request and reconnection to it is given up after 3 s (retried, so nothing is lost) until the
+/// client learns where they went. At librdkafka's defaults (`socket.timeout.ms` 60 s,
+/// `socket.connection.setup.timeout.ms` 30 s) every partition's saved position waited for the
+/// broker to be back (22.4 s of a 20 s freeze in `target_broker_down`; 6.7-13.6 s at 3 s).
+/// A broker killed refuses connections at once; librdkafka's reconnect backoff (growing to
+/// `reconnect.backoff.max.ms`, 10 s) then delayed finding the coordinator's new node: 18.8 s of
+/// stall, 7.1-10.0 s with the backoff capped at 1 s.
+pub const STATE_SETTINGS: &[(&str, &str)] = &[
+    ("linger.ms", "0"),
+    ("socket.timeout.ms", "3000"),
+    ("socket.connection.setup.timeout.ms", "3000"),
+    ("reconnect.backoff.max.ms", "1000"),
+];
 
 /// How long a flush lets librdkafka send lingering records at once (see
 /// [`ProduceService::flush`]) before it simply waits for their acks.

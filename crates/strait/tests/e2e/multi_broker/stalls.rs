@@ -40,13 +40,23 @@ pub async fn produce_to(source: String, topic: String, partitions: std::ops::Ran
     }
 }
 
-/// A source consumer for [`end_of`].
-pub fn ends_reader(source: &str) -> BaseConsumer {
-    rdkafka::config::ClientConfig::new()
-        .set("bootstrap.servers", source)
-        .set("group.id", "strait-test-watermarks")
-        .create()
-        .unwrap()
+/// librdkafka settings of the test's own readers: a request or a new connection to a node that
+/// does not answer (frozen) is given up after 3 s and another node asked, so the samples measure
+/// Strait's stalls, not the readers' (librdkafka's defaults wait 60 s and 30 s).
+const QUICK_GIVE_UP: [(&str, &str); 2] =
+    [("socket.timeout.ms", "3000"), ("socket.connection.setup.timeout.ms", "3000")];
+
+/// The longest a sample waits for a flow's saved positions.
+const POSITIONS_READ: Duration = Duration::from_secs(2);
+
+/// A consumer of `cluster` for [`end_of`].
+pub fn ends_reader(cluster: &str) -> BaseConsumer {
+    let mut config = rdkafka::config::ClientConfig::new();
+    config.set("bootstrap.servers", cluster).set("group.id", "strait-test-watermarks");
+    for (key, value) in QUICK_GIVE_UP {
+        config.set(key, value);
+    }
+    config.create().unwrap()
 }
 
 /// The end of `topic`/`partition` on `source`, asked again while a leader moves.
@@ -92,12 +102,22 @@ pub struct Stalls {
 }
 
 impl Watched<'_> {
-    async fn sample(&self) -> Sample {
+    /// A sample; a flow's positions not read within [`POSITIONS_READ`] (their topic's leader
+    /// out) are taken as not moved since the `last` sample, so the samples keep their pace.
+    async fn sample(&self, last: Option<&Sample>) -> Sample {
         let mut positions = Vec::new();
-        for (_, flow) in self.flows {
-            let saved = strait::positions::load(&flow.target, &flow.name).await.unwrap_or_default();
-            let of = |p: i32| saved.get(&(self.topic.to_string(), p)).map_or(0, |s| s.next_offset);
-            positions.push((0..self.healthy).map(of).collect());
+        for (f, (_, flow)) in self.flows.iter().enumerate() {
+            let mut target = flow.target.clone();
+            target.client.extend(QUICK_GIVE_UP.map(|(k, v)| (k.to_string(), v.to_string())));
+            let read = tokio::time::timeout(POSITIONS_READ, strait::positions::load(&target, &flow.name)).await;
+            let saved: Vec<i64> = match read {
+                Ok(Ok(saved)) => {
+                    let of = |p: i32| saved.get(&(self.topic.to_string(), p)).map_or(0, |s| s.next_offset);
+                    (0..self.healthy).map(of).collect()
+                }
+                _ => last.map_or_else(|| vec![0; self.healthy as usize], |l| l.positions[f].clone()),
+            };
+            positions.push(saved);
         }
         let mut remote_ends = Vec::new();
         if let Some((target, remotes)) = &self.remote {
@@ -130,7 +150,7 @@ impl Watched<'_> {
         node(control, id, fault).await;
         let (start, mut samples) = (Instant::now(), Vec::new());
         while start.elapsed() < outage {
-            samples.push(self.sample().await);
+            samples.push(self.sample(samples.last()).await);
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         // Sampled on while the node comes back: what the source held at the outage's last
@@ -141,7 +161,7 @@ impl Watched<'_> {
         };
         let back = Instant::now();
         while !healing.is_finished() || back.elapsed() < Duration::from_secs(5) {
-            samples.push(self.sample().await);
+            samples.push(self.sample(samples.last()).await);
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         healing.await.unwrap();
