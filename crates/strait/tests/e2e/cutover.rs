@@ -12,8 +12,14 @@ use crate::support::*;
 
 const PARTITIONS: i32 = 3;
 
+/// One MirrorMaker 2 at a time: four of these tests start theirs at once otherwise, and on two
+/// cores beside the clusters each took minutes to start (a CI run saw all four time out).
+static ONE_MM2: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// MM2 dedicated-mode properties for `f`'s flow alone (single-broker replication factors, offsets
-/// flushed every second, no ACL sync), then `extra`.
+/// flushed every second, no ACL sync), then `extra`. Its plugins are found by
+/// their ServiceLoader manifests (`plugin.discovery`), not by scanning every class of the
+/// classpath, which took MM2 over a minute to start on a loaded machine.
 fn mm2_properties(f: &TopicFlow, extra: &str) -> String {
     format!(
         "clusters = {s}, {d}\n{s}.bootstrap.servers = {a}\n{d}.bootstrap.servers = {b}\n{s}->{d}.enabled = true\n\
@@ -21,7 +27,8 @@ fn mm2_properties(f: &TopicFlow, extra: &str) -> String {
          checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n\
          offset-syncs.topic.replication.factor = 1\noffset.storage.replication.factor = 1\n\
          status.storage.replication.factor = 1\nconfig.storage.replication.factor = 1\n\
-         offset.flush.interval.ms = 1000\nsync.topic.acls.enabled = false\n{extra}",
+         offset.flush.interval.ms = 1000\nsync.topic.acls.enabled = false\n\
+         plugin.discovery = service_load\n{extra}",
         s = f.src,
         d = f.dst,
         a = f.a,
@@ -49,6 +56,7 @@ async fn strait_resumes_where_mirror_maker_2_stopped() {
         ),
     );
     let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(format!("{}-mm2", f.p));
+    let _one_mm2 = ONE_MM2.lock().await;
     let mut mm2 = strait_testkit::start_mirror_maker(&dir, &props).expect("MirrorMaker 2 starts");
     // Strait's config comes from MM2's own properties.
     let imported = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
@@ -176,6 +184,7 @@ async fn mirror_maker_2_takes_over(prefix: &str, settings: &str) {
     produce(&f.a, &f.topic, &batch("mm2-", PARTITIONS * BY_MM2, PARTITIONS)).await;
     let props = mm2_properties(&f, "offset-syncs.topic.location = target\n");
     let dir = std::env::temp_dir().join(format!("strait-tests-{}", std::process::id())).join(format!("{}-mm2", f.p));
+    let _one_mm2 = ONE_MM2.lock().await;
     let mut mm2 = strait_testkit::start_mirror_maker(&dir, &props).expect("MirrorMaker 2 starts");
     // Done when MM2 flushed its offsets at the end of each partition: everything it copied is
     // then on the target (Connect flushes offsets only for acknowledged records).
