@@ -77,7 +77,8 @@ pub fn fenced(flow: &Flow, slot: u32, reason: String) -> ConnectError {
 }
 
 /// A [`ConnectError`] for a failed write of `slot` described by `context`, given the producer's
-/// fatal error if it has one: a fenced producer stops the flow saying so; a [`TRANSIENT`] error
+/// fatal error if it has one: a producer failed by a transaction that outlived its timeout is
+/// retriable (a new producer replays it); a fenced producer stops the flow saying so; a [`TRANSIENT`] error
 /// is retriable in exactly-once mode (the batch is aborted and replayed); anything else, and
 /// every error in at-least-once mode, stops the flow naming the record.
 pub fn write_failure(
@@ -89,10 +90,11 @@ pub fn write_failure(
     e: KafkaError,
 ) -> ConnectError {
     if let Some((code, reason)) = fatal {
-        if is_fenced(code) && retry.outlived() {
+        if retry.outlived() {
             // The target aborted our own transaction (it stayed open past the timeout while
-            // the target was unreachable), which bumps the producer epoch: a new producer
-            // takes over and the batch is replayed. Another instance can only fence a
+            // the target was unreachable), which bumps the producer epoch: the producer's next
+            // call is fenced, or refused as INVALID_TXN_STATE when it was an abort. A new
+            // producer takes over and the batch is replayed. Another instance can only fence a
             // transaction younger than the timeout: that case stops below.
             return ConnectError::retriable(
                 format!("{context}: the target aborted the transaction after transaction_timeout_ms"),

@@ -7,7 +7,7 @@
 //! state transaction's round trips, which would otherwise stall every record arriving meanwhile.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, Producer};
@@ -15,9 +15,10 @@ use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
 use tokio::task::JoinHandle;
 
-use super::errors::{fenced, is_fenced};
+use super::errors::{write_failure, Retry};
 use super::in_flight::{describe, InFlight};
 use super::mm2_offsets::Mm2Offsets;
+use super::producers::{producer_service, STATE_SETTINGS};
 use super::service::{DataProducer, Failed, ProduceService};
 use super::syncs::CompletedSyncs;
 use crate::config::Flow;
@@ -34,6 +35,7 @@ pub const TRANSACTION_RETRY_MAX: Duration = Duration::from_secs(5);
 pub type PositionRecords = Vec<(SourceOffset, Vec<u8>, Vec<u8>)>;
 
 /// A batch's state: the offset syncs decided, and its position records.
+#[derive(Clone)]
 pub struct State {
     pub syncs: Vec<OffsetSync>,
     pub positions: PositionRecords,
@@ -92,6 +94,7 @@ pub async fn transaction_call(
 }
 
 /// What one state transaction holds.
+#[derive(Clone)]
 enum Body {
     /// A batch's offset syncs and positions ([`StateWriter::write`]).
     State(State),
@@ -157,17 +160,47 @@ impl StateWriter {
         self.transaction(Body::Probe).await
     }
 
-    /// One state transaction holding `body`; aborted if it fails.
+    /// One state transaction holding `body`, written again until it commits while the target is
+    /// only unreachable: its records are values a later one simply repeats (the last offset sync
+    /// and position of each partition), so a retry loses and duplicates nothing, and the state
+    /// producer's timeout (`STATE_TRANSACTION_TIMEOUT`, 60 s) no longer stops a flow whose
+    /// records wait up to `message.timeout.ms` (300 s). A transaction the target aborted after
+    /// that timeout leaves the producer fenced or failed: a new one takes the slot's
+    /// `transactional.id` over anew. Errors: fenced by a newer owner within the timeout; any error
+    /// a retry cannot cure, naming what could not be written.
     async fn transaction(&mut self, body: Body) -> ConnectResult<()> {
+        let mut waits = doubling(TRANSACTION_RETRY_MIN, TRANSACTION_RETRY_MAX);
+        loop {
+            let began = Instant::now();
+            let Err(e) = self.attempt(body.clone(), began).await else { return Ok(()) };
+            if !e.is_retriable() {
+                return Err(e);
+            }
+            let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
+            tracing::warn!(flow = %self.flow.name, slot = self.slot, error = %e, retry_in_ms = wait.as_millis() as u64, "state transaction failed; writing it again");
+            tokio::time::sleep(wait).await;
+            if self.service.fatal_error().is_some() {
+                tracing::warn!(flow = %self.flow.name, slot = self.slot, "the target aborted a state transaction that outlived its timeout; taking the slot's transactional id over anew");
+                self.service = producer_service(&self.flow, self.slot, Some(self.timeout), STATE_SETTINGS).await?;
+            }
+        }
+    }
+
+    /// One attempt at the transaction holding `body`, begun at `began`; aborted if it fails.
+    /// Errors: classified as [`write_failure`] does for a transaction of `self.timeout`.
+    async fn attempt(&mut self, body: Body, began: Instant) -> ConnectResult<()> {
         let name = self.flow.name.clone();
-        transaction_call(&self.service, &name, "begin state transaction", self.timeout, |p, _| p.begin_transaction())
-            .await
-            .map_err(|e| self.failure(format!("flow {name}: begin state transaction"), e))?;
+        let retry = Retry::Replay { began: Some(began), timeout: self.timeout };
+        let begin = |p: &DataProducer, _| p.begin_transaction();
+        if let Err(e) = transaction_call(&self.service, &name, "begin state transaction", self.timeout, begin).await {
+            return Err(self.classify(retry, format!("flow {name}: begin state transaction"), e));
+        }
         let written = match body {
             Body::State(state) => self.write_in_transaction(state).await,
             Body::Probe => self.probe_in_transaction().await,
             Body::Mm2Offsets(positions) => self.mm2_offsets_in_transaction(positions).await,
         };
+        let written = written.map_err(|(context, e)| self.classify(retry, context, e));
         if written.is_err() && self.service.fatal_error().is_none() {
             // Left open, the transaction would hold back every read_committed read of the
             // positions topic (every flow's start on this target) until the target times it out.
@@ -182,34 +215,33 @@ impl StateWriter {
     }
 
     /// The body of [`Self::write`]'s transaction: the offset syncs and positions, then the commit.
-    async fn write_in_transaction(&mut self, state: State) -> ConnectResult<()> {
+    /// Errors: what could not be written, and why.
+    async fn write_in_transaction(&mut self, state: State) -> Result<(), (String, KafkaError)> {
         let mut syncs = state.syncs;
         if let Some(producer) = &self.source_syncs {
-            write_to_source(producer, &self.syncs_topic, &syncs)
-                .await
-                .map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+            write_to_source(producer, &self.syncs_topic, &syncs).await.map_err(|(what, e)| self.named(what, e))?;
             syncs.clear();
         }
         send(&mut self.service, &self.syncs_topic, syncs, state.positions, self.mm2_offsets.as_ref())
             .await
-            .map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+            .map_err(|(what, e)| self.named(what, e))?;
         self.commit().await
     }
 
     /// The body of [`Self::prove_owner`]'s transaction: the tombstone, then the commit.
-    async fn probe_in_transaction(&mut self) -> ConnectResult<()> {
+    async fn probe_in_transaction(&mut self) -> Result<(), (String, KafkaError)> {
         let key = serde_json::json!({ "flow": self.flow.name, "slot": self.slot }).to_string();
         let record = BaseRecord::<[u8], [u8], _>::with_opaque_to(POSITIONS_TOPIC, 0).partition(0).key(key.as_bytes());
         let sent = match self.service.send(record, InFlight::OwnerProbe, &mut |_, _| {}).await {
             Ok(()) => self.service.wait_acks(0, &mut |_, _| {}).await,
             failed => failed,
         };
-        sent.map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+        sent.map_err(|(what, e)| self.named(what, e))?;
         self.commit().await
     }
 
     /// The body of [`Self::write_mm2_offsets`]'s transaction: the MM2 offsets, then the commit.
-    async fn mm2_offsets_in_transaction(&mut self, positions: Vec<SourceOffset>) -> ConnectResult<()> {
+    async fn mm2_offsets_in_transaction(&mut self, positions: Vec<SourceOffset>) -> Result<(), (String, KafkaError)> {
         let sent = match &self.mm2_offsets {
             Some(mm2_offsets) => match mm2_offsets.send(&mut self.service, &positions).await {
                 Ok(()) => self.service.wait_acks(0, &mut |_, _| {}).await,
@@ -217,27 +249,28 @@ impl StateWriter {
             },
             None => Ok(()),
         };
-        sent.map_err(|(what, e)| self.failure(describe(&self.flow, &self.syncs_topic, what), e))?;
+        sent.map_err(|(what, e)| self.named(what, e))?;
         self.commit().await
     }
 
     /// Commits the open state transaction.
-    async fn commit(&mut self) -> ConnectResult<()> {
+    async fn commit(&mut self) -> Result<(), (String, KafkaError)> {
         let name = self.flow.name.clone();
         transaction_call(&self.service, &name, "commit state transaction", self.timeout, |p, timeout| {
             p.commit_transaction(timeout)
         })
         .await
-        .map_err(|e| self.failure(format!("flow {name}: commit state transaction"), e))
+        .map_err(|e| (format!("flow {name}: commit state transaction"), e))
     }
 
-    /// A fenced producer stops the slot saying so; any other error stops the flow naming `context`.
-    fn failure(&self, context: String, e: KafkaError) -> ConnectError {
-        match self.service.fatal_error() {
-            Some((code, reason)) if is_fenced(code) => fenced(&self.flow, self.slot, reason),
-            Some((_, reason)) => ConnectError::backend(format!("{context}: the producer failed for good"), reason),
-            None => ConnectError::backend(context, e),
-        }
+    /// The error of a failed call of this writer's transaction, as [`write_failure`] gives it.
+    fn classify(&self, retry: Retry, context: String, e: KafkaError) -> ConnectError {
+        write_failure(&self.flow, self.slot, self.service.fatal_error(), retry, context, e)
+    }
+
+    /// The failure of `what` with its description.
+    fn named(&self, what: InFlight, e: KafkaError) -> (String, KafkaError) {
+        (describe(&self.flow, &self.syncs_topic, what), e)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Broker faults through real brokers, at-least-once: the target and then the source broker
-//! killed (SIGKILL) and restarted on the same port and data, and a 30 s network cut between
-//! Strait and the target. Each time: nothing lost, the flow resumes by itself within 30 s of the
+//! killed (SIGKILL) and restarted on the same port and data, and a 75 s network cut between
+//! Strait and the target (past the 60 s timeout of the state producer's transactions, which
+//! stopped the flow before). Each time: nothing lost, the flow resumes by itself within 30 s of the
 //! cluster coming back, duplicates counted and printed; and a topic first seen while the target
 //! is cut off waits for it. (Exactly-once through target restarts: `exactly_once.rs`.)
 
@@ -100,7 +101,7 @@ async fn at_least_once_through_target_and_source_broker_restarts() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn at_least_once_through_a_30s_network_cut_to_the_target() {
+async fn at_least_once_through_a_75s_network_cut_to_the_target() {
     let (_target, proxy) = strait_testkit::start_cluster_behind_proxy(&dedicated_dir("cut")).expect("proxied cluster");
     let (a, b) = (cluster(1), format!("127.0.0.1:{}", proxy.port));
     let (p, remote, config, producer) = flow_with_records("cut", &a, &b).await;
@@ -108,10 +109,9 @@ async fn at_least_once_through_a_30s_network_cut_to_the_target() {
     wait_until("replication under way", Duration::from_secs(60), || count(&b, &remote).unwrap_or(0) > 5_000).await;
     let before = count(&b, &remote).unwrap();
     proxy.cut();
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    assert!(!producer.is_finished(), "records still arrive when the network heals");
+    tokio::time::sleep(Duration::from_secs(75)).await;
     proxy.heal();
-    resumes_within_30s("30 s network cut", &b, &remote, before).await;
+    resumes_within_30s("75 s network cut", &b, &remote, before).await;
     producer.await.unwrap();
     nothing_lost(strait, &config, &b, &remote, "network cut").await;
 }
