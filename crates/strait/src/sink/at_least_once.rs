@@ -14,9 +14,8 @@ use strait_mm2::OffsetSync;
 use super::errors::Retry;
 use super::in_flight::InFlight;
 use super::producers::{producer_service, COMMIT_FLUSH_TIMEOUT, STATE_SETTINGS, STATE_TRANSACTION_TIMEOUT};
-use super::service::Failed;
 use super::state::{State, StateTask, StateWriter};
-use super::writer::Writer;
+use super::writer::{Unwritten, Writer};
 use crate::config::{ClusterConfig, Flow, SyncsLocation};
 use crate::kafka::control_producer;
 use crate::record::ReplicatedRecord;
@@ -150,7 +149,7 @@ impl AtLeastOnce {
 
     /// Notes that `topic`/`partition`'s first record is the next one `w` sends.
     pub fn sending_first(&mut self, w: &Writer, topic: &Arc<str>, partition: i32) {
-        let seq = w.service.sent();
+        let seq = w.target.records().sent();
         self.unproven.insert((topic.clone(), partition), seq);
         self.firsts_upto = self.firsts_upto.max(seq + 1);
     }
@@ -162,14 +161,14 @@ impl AtLeastOnce {
         &mut self,
         w: &mut Writer,
         wait: bool,
-    ) -> Result<Vec<ConnectRecord<(), ReplicatedRecord>>, Failed<InFlight>> {
+    ) -> Result<Vec<ConnectRecord<(), ReplicatedRecord>>, Unwritten> {
         if self.held.is_empty() {
             return Ok(Vec::new());
         }
         if wait {
             w.await_acks_through(self.firsts_upto).await?;
         }
-        self.unproven.retain(|_, seq| !w.service.is_acked(*seq));
+        self.unproven.retain(|_, seq| !w.target.records().is_acked(*seq));
         let (mut released, mut kept) = (Vec::new(), VecDeque::new());
         for record in std::mem::take(&mut self.held) {
             if self.awaits_first(&record.source_offset) {
@@ -186,21 +185,20 @@ impl AtLeastOnce {
     /// syncs and `positions` written by the state task in the background; the next flush, or
     /// close, waits for it and returns its error.
     pub async fn flush(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
-        w.service.flush(COMMIT_FLUSH_TIMEOUT).await;
-        if let Err(failed) = w.await_acks().await {
-            return Err(self.stop_on(w, failed).await);
+        w.target.flush(COMMIT_FLUSH_TIMEOUT).await;
+        if let Err(unwritten) = w.await_acks(Retry::Never).await {
+            return Err(self.stop_on(w, unwritten).await);
         }
-        w.batch_acks(true, Retry::Never).await?;
         self.save_all(w, positions).await
     }
 
     /// Every record acknowledged: saves every batch ended, `positions`, and every offset sync
     /// decided (the delayed ones promoted).
     async fn save_all(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
-        w.cuts.all_acked(&w.syncs);
-        let mut records = w.reached_records();
-        records.extend(w.position_records(positions));
-        let syncs = w.take_syncs();
+        w.ledger.cuts.all_acked(&w.ledger.syncs);
+        let mut records = w.ledger.reached_records();
+        records.extend(w.ledger.position_records(positions));
+        let syncs = w.ledger.take_syncs();
         self.state.write_in_background(State { syncs, positions: records }).await
     }
 
@@ -209,11 +207,10 @@ impl AtLeastOnce {
     /// acknowledged, unless a state write is still under way (they then go with the next).
     /// Errors: a record whose ack failed; the previous state write's error.
     pub async fn end_batch(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
-        if let Err(failed) = w.take_received_acks() {
-            return Err(self.stop_on(w, failed).await);
+        if let Err(unwritten) = w.take_received_acks(Retry::Never).await {
+            return Err(self.stop_on(w, unwritten).await);
         }
-        w.batch_acks(false, Retry::Never).await?;
-        w.end_batch(positions);
+        w.ledger.end_batch(positions);
         self.save_reached(w).await
     }
 
@@ -223,17 +220,9 @@ impl AtLeastOnce {
     /// last record is synced); else the positions reached so far, as [`Self::end_batch`] does.
     /// Errors: a record whose ack failed; the previous state write's error.
     pub async fn save_acknowledged(&mut self, w: &mut Writer) -> ConnectResult<()> {
-        let deadline = tokio::time::Instant::now() + ACK_WAIT;
-        match tokio::time::timeout_at(deadline, w.await_acks()).await {
-            Ok(Err(failed)) => return Err(self.stop_on(w, failed).await),
-            Ok(Ok(())) => {}
-            Err(_) => return self.save_reached(w).await,
-        }
-        match tokio::time::timeout_at(deadline, w.batch_acks(true, Retry::Never)).await {
-            Ok(acked) => {
-                acked?;
-                self.save_all(w, &[]).await
-            }
+        match tokio::time::timeout(ACK_WAIT, w.await_acks(Retry::Never)).await {
+            Ok(Err(unwritten)) => Err(self.stop_on(w, unwritten).await),
+            Ok(Ok(())) => self.save_all(w, &[]).await,
             Err(_) => self.save_reached(w).await,
         }
     }
@@ -244,27 +233,29 @@ impl AtLeastOnce {
         if self.state.writing() {
             return Ok(());
         }
-        let records = w.reached_records();
+        let records = w.ledger.reached_records();
         if records.is_empty() {
             return Ok(());
         }
-        let syncs = w.take_syncs();
+        let syncs = w.ledger.take_syncs();
         self.state.write_in_background(State { syncs, positions: records }).await
     }
 
-    /// The error for a record that could not be written. The positions of every record
-    /// acknowledged, in every partition, are saved first, by the state producer (the data
-    /// producer may have stopped for good); see [`Self::count_written_in_flight`]. So a restart
-    /// replays only from the failed record on. A failure to save them is logged; the records are
-    /// then replayed, not lost.
-    pub async fn stop_on(&mut self, w: &mut Writer, failed: Failed<InFlight>) -> ConnectError {
-        self.count_written_in_flight(w, &failed.0).await;
-        w.cuts.discard();
+    /// The error for a record or whole batch that could not be written. The positions of every
+    /// record or batch acknowledged, in every partition, are saved first, by the state producer
+    /// (the data producer may have stopped for good); see [`Self::count_written_in_flight`]. So a
+    /// restart replays only from the failed one on. A failure to save them is logged; the
+    /// records are then replayed, not lost.
+    pub async fn stop_on(&mut self, w: &mut Writer, unwritten: Unwritten) -> ConnectError {
+        if let Unwritten::Record((failed, _)) = &unwritten {
+            self.count_written_in_flight(w, failed).await;
+        }
+        w.ledger.cuts.discard();
         self.held.clear();
-        let acknowledged: Vec<_> = (w.syncs.acknowledged())
+        let acknowledged: Vec<_> = (w.ledger.syncs.acknowledged())
             .map(|(topic, partition, offset)| SourceOffset { topic: topic.clone(), partition, offset })
             .collect();
-        let positions = w.position_records(&acknowledged);
+        let positions = w.ledger.position_records(&acknowledged);
         let partitions = positions.len();
         let saved = match self.state.ready().await {
             Ok(writer) => writer.write(State { syncs: Vec::new(), positions }).await,
@@ -278,7 +269,7 @@ impl AtLeastOnce {
                 tracing::error!(flow = %w.flow.name, error = %e, "positions of the records written before the failure could not be saved; they will be written again at restart")
             }
         }
-        w.produce_error(failed, Retry::Never)
+        w.unwritten_error(unwritten, Retry::Never)
     }
 
     /// Records sent around the `failed` one may have been written (other partitions, and its
@@ -288,13 +279,13 @@ impl AtLeastOnce {
     /// record's partition at the failed record, so no position passes an unwritten record.
     async fn count_written_in_flight(&mut self, w: &mut Writer, failed: &InFlight) {
         let mut stopped: HashSet<(Arc<str>, i32)> = HashSet::new();
-        for (r, downstream) in w.service.settle(SETTLE_TIMEOUT).await {
+        for (r, downstream) in w.target.settle_records(SETTLE_TIMEOUT).await {
             if let InFlight::Record { topic, partition, upstream, .. } = &r {
                 let key = (topic.clone(), *partition);
                 let from_failed = matches!(failed, InFlight::Record { topic: t, partition: p, upstream: u, .. }
                     if t == topic && p == partition && u <= upstream);
                 match downstream {
-                    Some(d) if !from_failed && !stopped.contains(&key) => w.acked(&r, d),
+                    Some(d) if !from_failed && !stopped.contains(&key) => w.ledger.record_acked(&r, d),
                     _ => {
                         stopped.insert(key);
                     }

@@ -67,7 +67,7 @@ impl ExactlyOnce {
     /// aborted the last one after its timeout.
     pub async fn begin(&mut self, w: &mut Writer) -> ConnectResult<()> {
         let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
-        w.target.begin(&mut w.service, &at, self.renew_producer).await?;
+        w.target.begin(&at, self.renew_producer).await?;
         self.renew_producer = false;
         self.began = Some(Instant::now());
         self.in_transaction = true;
@@ -77,7 +77,7 @@ impl ExactlyOnce {
     /// [`strait_connect::Sink::flush`]: lingering records sent now, every ack awaited, then the
     /// offset syncs decided so far written into the open transaction.
     pub async fn flush(&mut self, w: &mut Writer) -> ConnectResult<()> {
-        w.service.flush(COMMIT_FLUSH_TIMEOUT).await;
+        w.target.flush(COMMIT_FLUSH_TIMEOUT).await;
         self.write_state(w, &[]).await
     }
 
@@ -86,7 +86,7 @@ impl ExactlyOnce {
     pub async fn commit(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
         self.write_state(w, positions).await?;
         let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
-        w.target.commit(&w.service, &at).await?;
+        w.target.commit(&at).await?;
         self.in_transaction = false;
         self.completed.extend(self.uncommitted_syncs.drain(..));
         Ok(())
@@ -95,17 +95,16 @@ impl ExactlyOnce {
     /// Every ack awaited, then the offset syncs decided and `positions` sent into the open
     /// transaction and acknowledged.
     async fn write_state(&mut self, w: &mut Writer, positions: &[SourceOffset]) -> ConnectResult<()> {
-        if let Err(failed) = w.await_acks().await {
-            return Err(w.produce_error(failed, self.retry()));
+        if let Err(unwritten) = w.await_acks(self.retry()).await {
+            return Err(w.unwritten_error(unwritten, self.retry()));
         }
-        w.batch_acks(true, self.retry()).await?;
-        let syncs = w.take_syncs();
-        let positions = w.position_records(positions);
+        let syncs = w.ledger.take_syncs();
+        let positions = w.ledger.position_records(positions);
         if self.completed.is_on() {
             self.uncommitted_syncs.extend(syncs.iter().cloned());
         }
         let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
-        w.target.write_state(&mut w.service, &at, (syncs, positions), self.mm2_offsets.as_ref()).await
+        w.target.write_state(&at, (syncs, positions), self.mm2_offsets.as_ref()).await
     }
 
     /// Writes MM2's source offsets of `positions` alone in a transaction (with
@@ -119,8 +118,8 @@ impl ExactlyOnce {
         self.begin(w).await?;
         let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
         let Some(mm2_offsets) = &self.mm2_offsets else { return Ok(()) };
-        let written = match w.target.write_mm2_offsets(&mut w.service, &at, &positions, mm2_offsets).await {
-            Ok(()) => w.target.commit(&w.service, &at).await,
+        let written = match w.target.write_mm2_offsets(&at, &positions, mm2_offsets).await {
+            Ok(()) => w.target.commit(&at).await,
             failed => failed,
         };
         if let Err(e) = written {
@@ -136,11 +135,11 @@ impl ExactlyOnce {
     /// record of each partition.
     pub async fn abort(&mut self, w: &mut Writer) -> ConnectResult<()> {
         let at = self.slot((&w.flow, w.slot, &w.syncs_topic));
-        self.renew_producer |= w.target.abort(&w.service, &at, self.in_transaction).await?;
+        self.renew_producer |= w.target.abort(&at, self.in_transaction).await?;
         self.in_transaction = false;
         self.uncommitted_syncs.clear();
-        w.service.forget_in_flight();
-        w.syncs.reset();
+        w.target.forget_in_flight();
+        w.ledger.syncs.reset();
         Ok(())
     }
 

@@ -5,8 +5,9 @@
 //!
 //! One role per file, each looking only down: `records` (what a record becomes, then produced),
 //! `at_least_once` and `exactly_once` (how a batch is made durable, one per delivery `mode`),
-//! `state` (the at-least-once state transactions), `writer` (the record producer and its ack
-//! bookkeeping, shared by the roles), [`service`] (the producer itself), `errors` and
+//! `state` (the at-least-once state transactions), `target` (what writes: the record producer,
+//! or with `copy = "batches"` the batch producer of `batches`), `ledger` (what the acks feed),
+//! `writer` (the two, shared by the roles), [`service`] (the record producer itself), `errors` and
 //! `in_flight` (what failed, and how it is reported), `producers` (their settings),
 //! `mm2_offsets` (MM2's source offsets beside the positions, with `write_mm2_offsets`).
 //!
@@ -22,6 +23,7 @@ mod cuts;
 mod errors;
 mod exactly_once;
 mod in_flight;
+mod ledger;
 pub mod loop_guard;
 mod mm2_offsets;
 mod mode;
@@ -36,7 +38,6 @@ mod target;
 pub mod topics;
 mod writer;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -44,17 +45,16 @@ use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink, SourceOff
 use strait_mm2::OffsetSync;
 
 use crate::admin::Admin;
-use crate::config::{ClusterConfig, CopyKind, Delivery, Flow};
+use crate::config::{ClusterConfig, Flow};
 use crate::kafka::{cluster_id, connect_error};
 use crate::positions::{TopicIds, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
+use ledger::Ledger;
 use loop_guard::LoopGuard;
 use mode::Mode;
 pub use producers::{shared_record_producer, AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_KBYTES, PRODUCER_SETTINGS};
 use records::RecordPath;
-use service::{DataProducer, ProduceService};
-use stats::SinkMetrics;
-use syncs::OffsetSyncWriter;
+use service::DataProducer;
 use target::Target;
 use topics::TopicRouter;
 use writer::Writer;
@@ -77,7 +77,7 @@ pub struct SinkParams {
 /// in exactly-once mode (KIP-98 transactions) every `put` needs a [`Sink::begin`] first, and
 /// [`Sink::commit`] makes records, offset syncs and positions visible at once.
 pub struct TargetSink {
-    /// The record producer and what its acks feed.
+    /// What writes (the copy kind's target) and what its acks feed.
     writer: Writer,
     /// The delivery mode and its state.
     mode: Mode,
@@ -132,42 +132,15 @@ impl TargetSink {
             state_topic(syncs_cluster, &syncs_topic),
             mm2_offsets::Mm2Offsets::ensure_topic(&flow),
         )?;
-        let transaction_timeout = match flow.delivery() {
-            Delivery::AtLeastOnce => None,
-            Delivery::ExactlyOnce { transaction_timeout } => Some(transaction_timeout),
-        };
-        let copies_batches = flow.writing.copy == CopyKind::Batches;
-        let service = async {
-            match (transaction_timeout, shared) {
-                (None, Some(records)) => ProduceService::join(records)
-                    .map_err(|e| ConnectError::backend(format!("record producer for {}", flow.target.alias), e)),
-                // Copying batches, the batch producer holds the slot's transactions.
-                _ if copies_batches => producers::producer_service(&flow, slot, None, &[]).await,
-                _ => producers::producer_service(&flow, slot, transaction_timeout, &[]).await,
-            }
-        };
         // Every producer holding the slot's transactional id has fenced the previous owner
         // before the positions are read.
-        let (service, mut mode, target) = tokio::try_join!(
-            service,
+        let (target, mut mode) = tokio::try_join!(
+            Target::start(&flow, slot, mm2_partitions, shared),
             Mode::start(&flow, slot, syncs_cluster, &syncs_topic),
-            Target::start(&flow, slot, mm2_partitions)
         )?;
         let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;
         let records = RecordPath::new(TopicRouter::new(flow.clone())?, LoopGuard::new(source_id, target_id));
-        let mut writer = Writer {
-            syncs: OffsetSyncWriter::new(flow.writing.offset_lag_max),
-            stats: SinkMetrics::new(&flow),
-            syncs_topic,
-            last: HashMap::new(),
-            topic_ids: TopicIds::default(),
-            cuts: cuts::Cuts::default(),
-            sent: partitions::PartitionMap::default(),
-            flow,
-            slot,
-            service,
-            target,
-        };
+        let mut writer = Writer { ledger: Ledger::new(flow.clone()), syncs_topic, flow, slot, target };
         mode.write_mm2_offsets(&mut writer, mm2_offsets_at_start).await?;
         Ok(Self { writer, mode, records, staged: Vec::new() })
     }
@@ -185,7 +158,7 @@ impl TargetSink {
     /// The source topic ids this sink saves with positions: the source of the same slot sets them
     /// ([`crate::source::KafkaSource::start`]).
     pub fn topic_ids(&self) -> TopicIds {
-        self.writer.topic_ids.clone()
+        self.writer.ledger.topic_ids.clone()
     }
 
     /// Returns and clears the offset syncs written since the last call, in write order: those
@@ -300,7 +273,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
 
     fn behind(&self) -> bool {
         match &self.mode {
-            Mode::AtLeastOnce(alo) => alo.holds_records() || self.writer.cuts.behind(),
+            Mode::AtLeastOnce(alo) => alo.holds_records() || self.writer.ledger.cuts.behind(),
             Mode::ExactlyOnce(_) => false,
         }
     }
@@ -322,7 +295,7 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
         self.records.log_totals(&self.writer.flow);
         match &mut self.mode {
             Mode::AtLeastOnce(alo) => {
-                if self.writer.cuts.behind() {
+                if self.writer.ledger.cuts.behind() {
                     alo.flush(&mut self.writer, &[]).await?;
                 }
                 alo.close().await

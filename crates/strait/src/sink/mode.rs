@@ -7,11 +7,10 @@ use std::time::Instant;
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 
 use super::at_least_once::AtLeastOnce;
+use super::errors::Retry;
 use super::exactly_once::ExactlyOnce;
-use super::in_flight::InFlight;
 use super::mm2_offsets::Mm2Offsets;
-use super::service::Failed;
-use super::writer::Writer;
+use super::writer::{Unwritten, Writer};
 use crate::config::{ClusterConfig, Delivery, Flow};
 
 /// How the sink makes a batch durable: the flow's `delivery`.
@@ -66,12 +65,21 @@ impl Mode {
         }
     }
 
-    /// The error for a record, sync or position that could not be written; at-least-once saves
-    /// the positions of the records written before it first ([`AtLeastOnce::stop_on`]).
-    pub async fn stop_on(&mut self, w: &mut Writer, failed: Failed<InFlight>) -> ConnectError {
+    /// The error for a record, sync, position or whole batch that could not be written;
+    /// at-least-once saves the positions of what was written before it first
+    /// ([`AtLeastOnce::stop_on`]).
+    pub async fn stop_on(&mut self, w: &mut Writer, unwritten: Unwritten) -> ConnectError {
         match self {
-            Self::AtLeastOnce(alo) => alo.stop_on(w, failed).await,
-            Self::ExactlyOnce(eos) => w.produce_error(failed, eos.retry()),
+            Self::AtLeastOnce(alo) => alo.stop_on(w, unwritten).await,
+            Self::ExactlyOnce(eos) => w.unwritten_error(unwritten, eos.retry()),
+        }
+    }
+
+    /// How a failed write is classified ([`Retry`]).
+    pub fn retry(&self) -> Retry {
+        match self {
+            Self::AtLeastOnce(_) => Retry::Never,
+            Self::ExactlyOnce(eos) => eos.retry(),
         }
     }
 }

@@ -10,7 +10,6 @@ use rdkafka::producer::BaseRecord;
 use strait_connect::{ConnectRecord, ConnectResult, Header, SourceOffset};
 
 use super::batches::Routed;
-use super::errors::Retry;
 use super::in_flight::InFlight;
 use super::loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use super::mode::Mode;
@@ -34,7 +33,7 @@ impl Run {
     /// Saves the last run's last record into [`Writer::last`].
     fn end(self, w: &mut Writer) {
         if let Some((topic, partition, offset, ts)) = self.previous {
-            w.last.insert((topic, partition), (offset, ts));
+            w.ledger.last.insert((topic, partition), (offset, ts));
         }
     }
 }
@@ -58,7 +57,7 @@ impl RecordPath {
 
     /// Makes the target topics of `topics` ready together ([`TopicRouter::prepare`]).
     pub async fn prepare(&mut self, w: &Writer, topics: &[(String, i32)]) -> ConnectResult<()> {
-        self.router.prepare(topics, w.service.producer()).await
+        self.router.prepare(topics, w.target.records().producer()).await
     }
 
     /// [`strait_connect::Sink::put`]'s work: each record through the loop guard, residency and
@@ -74,8 +73,8 @@ impl RecordPath {
         mode: &mut Mode,
         batch: Vec<ConnectRecord<(), ReplicatedRecord>>,
     ) -> ConnectResult<()> {
-        if let Err(failed) = w.take_received_acks() {
-            return Err(mode.stop_on(w, failed).await);
+        if let Err(unwritten) = w.take_received_acks(mode.retry()).await {
+            return Err(mode.stop_on(w, unwritten).await);
         }
         let mut run = Run::default();
         self.release(w, mode, false, &mut run).await?;
@@ -111,7 +110,7 @@ impl RecordPath {
         let ConnectRecord { value: Some(ReplicatedRecord::Batch(batch)), source_offset, .. } = record else {
             return Ok(());
         };
-        let producer = w.service.producer();
+        let producer = w.target.records().producer();
         if let Some(target) = self.router.route(&source_offset.topic, source_offset.partition, producer).await? {
             routed.push(Routed { source: source_offset, target: target.clone(), batch });
         }
@@ -157,10 +156,10 @@ impl RecordPath {
             _ => {
                 let next = (topic.clone(), partition, offset, timestamp_ms);
                 if let Some((topic, partition, offset, ts)) = run.previous.replace(next) {
-                    w.last.insert((topic, partition), (offset, ts));
+                    w.ledger.last.insert((topic, partition), (offset, ts));
                 }
                 run.unproven = match mode {
-                    Mode::AtLeastOnce(_) => w.syncs.last_downstream(&topic, partition).is_none(),
+                    Mode::AtLeastOnce(_) => w.ledger.syncs.last_downstream(&topic, partition).is_none(),
                     // A refused record aborts the whole transaction.
                     Mode::ExactlyOnce(_) => false,
                 };
@@ -168,11 +167,11 @@ impl RecordPath {
         }
         let Some(provenance) = self.guard.pass(&mut headers) else {
             self.loop_drops += 1;
-            w.stats.loop_guard_dropped.inc();
+            w.ledger.stats.loop_guard_dropped.inc();
             return Ok(());
         };
         // Residency, renaming and the target topic's existence, decided once per topic.
-        let Some(target) = self.router.route(&topic, partition, w.service.producer()).await? else {
+        let Some(target) = self.router.route(&topic, partition, w.target.records().producer()).await? else {
             return Ok(());
         };
         if let (true, Mode::AtLeastOnce(alo)) = (run.unproven, &mut *mode) {
@@ -190,8 +189,8 @@ impl RecordPath {
         }
         let out = build(target, partition, &headers, &provenance, &body, timestamp_ms);
         let meta = InFlight::Record { topic, partition, upstream: offset, bytes: size_bytes, timestamp: timestamp_ms };
-        if let Err(failed) = w.send(out, meta).await {
-            return Err(mode.stop_on(w, failed).await);
+        if let Err(unwritten) = w.send(out, meta).await {
+            return Err(mode.stop_on(w, unwritten).await);
         }
         Ok(())
     }
@@ -216,11 +215,7 @@ async fn write_batches(w: &mut Writer, mode: &Mode, routed: &mut Vec<Routed>) ->
     if routed.is_empty() {
         return Ok(());
     }
-    let retry = match mode {
-        Mode::AtLeastOnce(_) => Retry::Never,
-        Mode::ExactlyOnce(eos) => eos.retry(),
-    };
-    w.send_batches(std::mem::take(routed), retry).await
+    w.send_batches(std::mem::take(routed), mode.retry()).await
 }
 
 /// The target record of `body` for `target`/`partition`: the source headers in order, then the

@@ -1,0 +1,148 @@
+//! What the target's acks feed, whichever copy kind wrote: MM2's offset-sync rule, the partition
+//! metrics, the last record put and sent per partition, and the ended batches waiting for their
+//! acks; from it a batch's offset syncs and position records are made. It holds no producer: the
+//! [`super::target::Target`] writes and hands each ack here.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use strait_connect::SourceOffset;
+use strait_mm2::OffsetSync;
+use strait_wire::Appended;
+
+use super::batches::Routed;
+use super::cuts::Cuts;
+use super::in_flight::InFlight;
+use super::partitions::PartitionMap;
+use super::state::PositionRecords;
+use super::stats::SinkMetrics;
+use super::syncs::OffsetSyncWriter;
+use crate::config::Flow;
+use crate::positions::{self, TopicIds};
+
+/// The slot's account of what was written and acknowledged.
+pub struct Ledger {
+    pub flow: Arc<Flow>,
+    pub syncs: OffsetSyncWriter,
+    pub stats: SinkMetrics,
+    /// Offset and timestamp (ms) of the last record put per source partition, saved with positions.
+    pub last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
+    /// The id of each source topic, saved with its positions (set by the source).
+    pub topic_ids: TopicIds,
+    /// At-least-once batches ended, waiting for their acks.
+    pub cuts: Cuts,
+    /// Upstream offset of the last record (or last record of a whole batch) sent per source
+    /// partition, which an ended batch's position of the partition waits for.
+    pub sent: PartitionMap<i64>,
+}
+
+impl Ledger {
+    /// An empty ledger of `flow`.
+    pub fn new(flow: Arc<Flow>) -> Self {
+        Self {
+            syncs: OffsetSyncWriter::new(flow.writing.offset_lag_max),
+            stats: SinkMetrics::new(&flow),
+            last: HashMap::new(),
+            topic_ids: TopicIds::default(),
+            cuts: Cuts::default(),
+            sent: PartitionMap::default(),
+            flow,
+        }
+    }
+
+    /// A record of `meta` is sent: its partition's ended batches wait for it.
+    pub fn record_sent(&mut self, meta: &InFlight) {
+        if let InFlight::Record { topic, partition, upstream, .. } = meta {
+            *self.sent.get_or_insert_with(topic, *partition, || *upstream) = *upstream;
+        }
+    }
+
+    /// Whole batches are sent: each partition's ended batches wait for its last one.
+    pub fn batches_sent(&mut self, routed: &[Routed]) {
+        for r in routed {
+            let (topic, partition) = (&r.source.topic, r.source.partition);
+            *self.sent.get_or_insert_with(topic, partition, || r.source.offset) = r.source.offset;
+        }
+    }
+
+    /// An ack of a produced record: feeds the offset-sync rule, the partition's metrics and the
+    /// batches waiting for it.
+    pub fn record_acked(&mut self, r: &InFlight, downstream: i64) {
+        if let InFlight::Record { topic, partition, upstream, bytes, timestamp } = r {
+            self.syncs.acked(topic, *partition, *upstream, downstream);
+            self.stats.acked(topic, *partition, *bytes, *timestamp);
+            self.cuts.acked(topic, *partition, *upstream, &self.syncs);
+        }
+    }
+
+    /// What a whole batch's ack feeds: the offset syncs of its first and last record (the target
+    /// gives a batch's records consecutive offsets from its base; the last one's source offset is
+    /// the record's, a compacted batch written anew having closed its gaps), the partition's
+    /// metrics, its last offset for the position saved after it, and the batches waiting for it.
+    pub fn batch_acked(&mut self, routed: &Routed, a: Appended) {
+        let (source, b) = (&routed.source, &routed.batch);
+        let (topic, partition, last) = (&source.topic, source.partition, source.offset);
+        self.syncs.acked(topic, partition, b.base_offset(), a.base_offset);
+        let count = i64::from(b.record_count());
+        if count > 1 {
+            self.syncs.acked(topic, partition, last, a.base_offset + count - 1);
+        }
+        self.stats.acked_batch(topic, partition, count as u64, b.bytes().len(), b.max_timestamp());
+        // No timestamp with the position: the last record's is inside the (compressed) batch. The
+        // topic id saved with it finds a recreated topic instead.
+        self.last.insert((topic.clone(), partition), (last, None));
+        self.cuts.acked(topic, partition, last, &self.syncs);
+    }
+
+    /// The offset syncs to write with the batch (counted as written).
+    pub fn take_syncs(&mut self) -> Vec<OffsetSync> {
+        let syncs = self.syncs.take();
+        self.stats.offset_syncs(&syncs);
+        syncs
+    }
+
+    /// The timestamp (ms) of the record at `position`, when it was the last one put.
+    fn timestamp_at(&self, position: &SourceOffset) -> Option<i64> {
+        let key = (position.topic.clone(), position.partition);
+        self.last.get(&key).filter(|(o, _)| *o == position.offset).and_then(|(_, ts)| *ts)
+    }
+
+    /// Each of `positions` with the key and value of its positions record: the timestamp of the
+    /// record at it (when it was the last one put) and the target offset of the partition's last
+    /// record written.
+    pub fn position_records(&self, positions: &[SourceOffset]) -> PositionRecords {
+        positions
+            .iter()
+            .map(|position| {
+                let downstream = self.syncs.last_downstream(&position.topic, position.partition);
+                self.position_record(position.clone(), self.timestamp_at(position), downstream)
+            })
+            .collect()
+    }
+
+    fn position_record(
+        &self,
+        position: SourceOffset,
+        ts: Option<i64>,
+        downstream: Option<i64>,
+    ) -> (SourceOffset, Vec<u8>, Vec<u8>) {
+        let topic_id = self.topic_ids.get(&position.topic);
+        let (key, value) = positions::encode(&self.flow.name, &position, ts, downstream, topic_id);
+        (position, key, value)
+    }
+
+    /// Ends an at-least-once batch at `positions` without waiting for its acks ([`Cuts::end`]):
+    /// each position waits for its partition's last record sent.
+    pub fn end_batch(&mut self, positions: &[SourceOffset]) {
+        let positions = (positions.iter())
+            .map(|p| (p.clone(), self.timestamp_at(p), self.sent.get(&p.topic, p.partition).copied()))
+            .collect();
+        self.cuts.end(positions, &self.syncs);
+    }
+
+    /// The position records of the ended batches whose records are all acknowledged.
+    pub fn reached_records(&mut self) -> PositionRecords {
+        let reached = self.cuts.take_reached();
+        reached.into_iter().map(|(position, ts, downstream)| self.position_record(position, ts, downstream)).collect()
+    }
+}
