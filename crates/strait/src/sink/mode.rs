@@ -10,7 +10,8 @@ use super::at_least_once::AtLeastOnce;
 use super::errors::Retry;
 use super::exactly_once::ExactlyOnce;
 use super::mm2_offsets::Mm2Offsets;
-use super::writer::{Unwritten, Writer};
+use super::target::Unwritten;
+use super::writer::Writer;
 use crate::config::{ClusterConfig, Delivery, Flow};
 
 /// How the sink makes a batch durable: the flow's `delivery`.

@@ -22,7 +22,6 @@ use super::mm2_offsets::Mm2Offsets;
 use super::producers::producer_service;
 use super::service::{DataProducer, Failed, ProduceService};
 use super::state::{self, PositionRecords};
-use super::writer::Unwritten;
 use crate::config::{CopyKind, Delivery, Flow};
 
 /// How long one `abort_transaction` call waits for the records in flight. Each call purges the
@@ -31,6 +30,21 @@ use crate::config::{CopyKind, Delivery, Flow};
 /// responses: one long call waits on them until `message.timeout.ms`, while calls this short purge
 /// them at the next round.
 const ABORT_ROUND: Duration = Duration::from_secs(1);
+
+/// What could not be written, as a target reports it.
+pub enum Unwritten {
+    /// A record, offset sync or position of the record producer, and librdkafka's error: named
+    /// and classified by [`super::writer::Writer::produce_error`].
+    Record(Failed<InFlight>),
+    /// A whole batch, already named and classified.
+    Batch(ConnectError),
+}
+
+impl From<Failed<InFlight>> for Unwritten {
+    fn from(failed: Failed<InFlight>) -> Self {
+        Self::Record(failed)
+    }
+}
 
 /// What writes the slot's data.
 pub enum Target {

@@ -12,23 +12,8 @@ use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
 use super::ledger::Ledger;
 use super::service::Failed;
-use super::target::Target;
+use super::target::{Target, Unwritten};
 use crate::config::Flow;
-
-/// What could not be written, as a target reports it.
-pub enum Unwritten {
-    /// A record, offset sync or position of the record producer, and librdkafka's error: named
-    /// and classified by [`Writer::produce_error`].
-    Record(Failed<InFlight>),
-    /// A whole batch, already named and classified.
-    Batch(ConnectError),
-}
-
-impl From<Failed<InFlight>> for Unwritten {
-    fn from(failed: Failed<InFlight>) -> Self {
-        Self::Record(failed)
-    }
-}
 
 /// The slot's target and the ledger of its acks.
 pub struct Writer {
