@@ -179,9 +179,18 @@ impl StateWriter {
             let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
             tracing::warn!(flow = %self.flow.name, slot = self.slot, error = %e, retry_in_ms = wait.as_millis() as u64, "state transaction failed; writing it again");
             tokio::time::sleep(wait).await;
-            if self.service.fatal_error().is_some() {
+            while self.service.fatal_error().is_some() {
                 tracing::warn!(flow = %self.flow.name, slot = self.slot, "the target aborted a state transaction that outlived its timeout; taking the slot's transactional id over anew");
-                self.service = producer_service(&self.flow, self.slot, Some(self.timeout), STATE_SETTINGS).await?;
+                match producer_service(&self.flow, self.slot, Some(self.timeout), STATE_SETTINGS).await {
+                    Ok(service) => self.service = service,
+                    // The target unreachable again: the old producer stays failed, and this loop tries anew.
+                    Err(e) if e.is_retriable() => {
+                        let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
+                        tracing::warn!(flow = %self.flow.name, slot = self.slot, error = %e, retry_in_ms = wait.as_millis() as u64, "new state producer not started; retrying");
+                        tokio::time::sleep(wait).await;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
     }
