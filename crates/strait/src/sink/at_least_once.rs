@@ -13,7 +13,7 @@ use strait_mm2::OffsetSync;
 
 use super::errors::Retry;
 use super::in_flight::InFlight;
-use super::producers::{producer_service, COMMIT_FLUSH_TIMEOUT, STATE_SETTINGS, STATE_TRANSACTION_TIMEOUT};
+use super::producers::{state_producer, COMMIT_FLUSH_TIMEOUT, STATE_TRANSACTION_TIMEOUT};
 use super::state::{State, StateTask, StateWriter};
 use super::target::Unwritten;
 use super::writer::Writer;
@@ -66,7 +66,7 @@ impl AtLeastOnce {
         syncs_cluster: &ClusterConfig,
         syncs_topic: &str,
     ) -> ConnectResult<Self> {
-        let service = producer_service(flow, slot, Some(STATE_TRANSACTION_TIMEOUT), STATE_SETTINGS).await?;
+        let service = state_producer(flow, slot).await?;
         let source_syncs = match flow.writing.offset_syncs_topic_location {
             SyncsLocation::Target => None,
             SyncsLocation::Source => Some(

@@ -79,8 +79,9 @@ pub fn fenced(flow: &Flow, slot: u32, reason: String) -> ConnectError {
 /// A [`ConnectError`] for a failed write of `slot` described by `context`, given the producer's
 /// fatal error if it has one: a producer failed by a transaction that outlived its timeout is
 /// retriable (a new producer replays it); a fenced producer stops the flow saying so; a [`TRANSIENT`] error
-/// is retriable in exactly-once mode (the batch is aborted and replayed); anything else, and
-/// every error in at-least-once mode, stops the flow naming the record.
+/// is retriable with [`Retry::Replay`] (exactly-once, whose batch is aborted and replayed, and the
+/// at-least-once state transaction, written again); anything else, and every error with
+/// [`Retry::Never`] (at-least-once records), stops the flow naming the record.
 pub fn write_failure(
     flow: &Flow,
     slot: u32,

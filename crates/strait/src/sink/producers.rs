@@ -110,6 +110,13 @@ pub async fn producer_service(
     Ok(service)
 }
 
+/// At-least-once: `slot`'s state producer of offset syncs and positions, transactional
+/// ([`STATE_TRANSACTION_TIMEOUT`], [`STATE_SETTINGS`]), its `init_transactions` done, which fences
+/// the slot's previous owner. Errors: as [`producer_service`].
+pub async fn state_producer(flow: &Flow, slot: u32) -> ConnectResult<ProduceService<InFlight>> {
+    producer_service(flow, slot, Some(STATE_TRANSACTION_TIMEOUT), STATE_SETTINGS).await
+}
+
 /// The record producer the slots of a flow an instance owns share in at-least-once mode
 /// ([`ProduceService::join`]): idempotent and gap-less, with no `transactional.id` (each slot's
 /// state producer fences the slot), and the flow's whole queue (`queue.buffering.max.kbytes`

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use backon::ExponentialBackoff;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, Producer};
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
@@ -18,7 +19,7 @@ use tokio::task::JoinHandle;
 use super::errors::{write_failure, Retry};
 use super::in_flight::{describe, InFlight};
 use super::mm2_offsets::Mm2Offsets;
-use super::producers::{producer_service, STATE_SETTINGS};
+use super::producers::state_producer;
 use super::service::{DataProducer, Failed, ProduceService};
 use super::syncs::CompletedSyncs;
 use crate::config::Flow;
@@ -176,23 +177,28 @@ impl StateWriter {
             if !e.is_retriable() {
                 return Err(e);
             }
-            let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
-            tracing::warn!(flow = %self.flow.name, slot = self.slot, error = %e, retry_in_ms = wait.as_millis() as u64, "state transaction failed; writing it again");
-            tokio::time::sleep(wait).await;
-            while self.service.fatal_error().is_some() {
+            self.back_off(&mut waits, "state transaction failed; writing it again", &e).await;
+            if self.service.fatal_error().is_some() {
                 tracing::warn!(flow = %self.flow.name, slot = self.slot, "the target aborted a state transaction that outlived its timeout; taking the slot's transactional id over anew");
-                match producer_service(&self.flow, self.slot, Some(self.timeout), STATE_SETTINGS).await {
+            }
+            while self.service.fatal_error().is_some() {
+                match state_producer(&self.flow, self.slot).await {
                     Ok(service) => self.service = service,
-                    // The target unreachable again: the old producer stays failed, and this loop tries anew.
+                    // The target unreachable again: the failed producer stays, and this loop tries anew.
                     Err(e) if e.is_retriable() => {
-                        let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
-                        tracing::warn!(flow = %self.flow.name, slot = self.slot, error = %e, retry_in_ms = wait.as_millis() as u64, "new state producer not started; retrying");
-                        tokio::time::sleep(wait).await;
+                        self.back_off(&mut waits, "new state producer not started; retrying", &e).await
                     }
                     Err(e) => return Err(e),
                 }
             }
         }
+    }
+
+    /// Waits the next of `waits` after `error`, logging `what` happened.
+    async fn back_off(&self, waits: &mut ExponentialBackoff, what: &str, error: &ConnectError) {
+        let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
+        tracing::warn!(flow = %self.flow.name, slot = self.slot, %error, retry_in_ms = wait.as_millis() as u64, "{what}");
+        tokio::time::sleep(wait).await;
     }
 
     /// One attempt at the transaction holding `body`, begun at `began`; aborted if it fails.
