@@ -38,8 +38,8 @@ pub trait Periodic: Send {
     async fn round(&mut self, index: usize) -> Result<(), String>;
 }
 
-/// Runs `task`'s rounds, each at its interval, until `cancel` (a round under way is left to end
-/// first). Each failure is logged at warn with `flow` and the round's name.
+/// Runs `task`'s rounds, each at its interval, until `cancel`, which also cuts short a round under
+/// way. Each failure is logged at warn with `flow` and the round's name.
 pub async fn run(flow: &str, mut task: impl Periodic, cancel: CancellationToken) {
     let rounds = task.rounds();
     let start = Instant::now();
@@ -52,7 +52,14 @@ pub async fn run(flow: &str, mut task: impl Periodic, cancel: CancellationToken)
         }
         // Late (a round overran, or the runtime was busy): the next comes an interval after now.
         due[index] = Instant::now().max(at) + rounds[index].interval;
-        if let Err(error) = task.round(index).await {
+        // A round waiting on a cluster that does not answer (up to a metadata timeout per call)
+        // must not hold a stopping flow: rounds only read, or write what the next round writes
+        // again, so one cut short loses nothing.
+        let outcome = tokio::select! {
+            _ = cancel.cancelled() => return,
+            outcome = task.round(index) => outcome,
+        };
+        if let Err(error) = outcome {
             let name = rounds[index].name;
             tracing::warn!(flow, error, "{name} failed; retrying at the next interval");
         }
@@ -98,5 +105,28 @@ mod tests {
         // Nothing runs once cancelled.
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(*counts.lock().unwrap(), vec![26, 3]);
+    }
+
+    /// Its one round waits for ever, as a metadata call to a cluster that does not answer would.
+    struct Stuck;
+
+    #[async_trait]
+    impl Periodic for Stuck {
+        fn rounds(&self) -> Vec<Every> {
+            vec![Every::now_and_every("stuck", Duration::from_secs(1))]
+        }
+
+        async fn round(&mut self, _: usize) -> Result<(), String> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancel_cuts_short_a_round_under_way() {
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(run("f", Stuck, cancel.clone()));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cancel.cancel();
+        tokio::time::timeout(Duration::from_millis(10), task).await.expect("stopped at cancel").unwrap();
     }
 }
