@@ -19,6 +19,9 @@ pub struct CatchUp {
     /// The target topics' bytes on disk per byte of the source topics' once caught up
     /// ([`crate::load::bytes_on_disk`]): about 1 when batches keep their compression.
     pub target_bytes_per_source_byte: f64,
+    /// Across an emulated long link ([`crate::wan`]): the bytes it carried during the run, both
+    /// ways, per byte of the source topics on disk; NaN elsewhere.
+    pub link_bytes_per_source_byte: f64,
     /// records/s of every run of this contender and workload, sorted (the row is the median).
     pub all_records_per_s: Vec<f64>,
 }

@@ -3,6 +3,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// One replicator configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,6 +12,9 @@ pub enum Contender {
     Strait,
     /// `strait run` with `delivery = "exactly_once"`, otherwise default settings.
     StraitEos,
+    /// `strait run` with `compression = "lz4"` (issue 43): the record path's batches compressed,
+    /// as across a long or billed link.
+    StraitLz4,
     /// `strait run` with `copy = "batches"` (issue 27): the source's record batches forwarded as
     /// they are, otherwise default settings.
     StraitBatches,
@@ -21,6 +25,9 @@ pub enum Contender {
     Mm2Default,
     /// MirrorMaker 2 tuned as the Kafka docs and vendor guides suggest.
     Mm2Tuned,
+    /// [`Contender::Mm2Tuned`] with `producer.compression.type = lz4`, as a careful MM2 user sets
+    /// across a WAN.
+    Mm2TunedLz4,
     /// MirrorMaker 2 dedicated mode, defaults with `tasks.max=2`, exactly-once source support
     /// (KIP-618) with the internal REST server (KIP-710) it needs.
     Mm2Eos,
@@ -36,8 +43,24 @@ pub enum Contender {
 }
 
 impl Contender {
-    /// Every contender, in run order.
-    pub const ALL: [Contender; 10] = [
+    /// Every contender, in run order (what `--only` picks from).
+    pub const ALL: [Contender; 12] = [
+        Contender::Strait,
+        Contender::StraitEos,
+        Contender::StraitLz4,
+        Contender::StraitBatches,
+        Contender::StraitBatchesEos,
+        Contender::Mm2Default,
+        Contender::Mm2Tuned,
+        Contender::Mm2TunedLz4,
+        Contender::Mm2Eos,
+        Contender::Raw,
+        Contender::RawHeader,
+        Contender::BatchPipe,
+    ];
+
+    /// The loopback catch-ups' contenders, in run order, when `--only` names none.
+    pub const LOOPBACK: [Contender; 10] = [
         Contender::Strait,
         Contender::StraitEos,
         Contender::StraitBatches,
@@ -55,10 +78,12 @@ impl Contender {
         match self {
             Contender::Strait => "strait",
             Contender::StraitEos => "strait-eos",
+            Contender::StraitLz4 => "strait-lz4",
             Contender::StraitBatches => "strait-batches",
             Contender::StraitBatchesEos => "strait-batches-eos",
             Contender::Mm2Default => "mm2-default",
             Contender::Mm2Tuned => "mm2-tuned",
+            Contender::Mm2TunedLz4 => "mm2-tuned-lz4",
             Contender::Mm2Eos => "mm2-eos",
             Contender::Raw => "raw-pipe",
             Contender::RawHeader => "raw-pipe+header",
@@ -85,14 +110,28 @@ pub struct Env {
 }
 
 /// A running contender (its output goes to `out.log` in its run folder, `mm2.log` for MirrorMaker
-/// 2); killed on drop.
+/// 2); stopped on drop.
 pub struct Running {
     /// The replicator process (for CPU and RSS).
     pub child: Child,
 }
 
+/// How long a contender may take to stop after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
 impl Drop for Running {
+    /// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]: a contender killed with a transaction open
+    /// on the target (Strait's positions, MM2's offsets) holds the next one's `read_committed`
+    /// start-up reads back until that transaction times out (a 60 s start seen).
     fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: a signal to our own child process, which `wait` below reaps.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -176,9 +215,14 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
     fs::create_dir_all(&dir).expect("run dir");
     let (out, err) = log_file(&dir);
     let child = match contender {
-        Contender::Strait | Contender::StraitEos | Contender::StraitBatches | Contender::StraitBatchesEos => {
+        Contender::Strait
+        | Contender::StraitEos
+        | Contender::StraitLz4
+        | Contender::StraitBatches
+        | Contender::StraitBatchesEos => {
             let extra = match contender {
                 Contender::StraitEos => "delivery = \"exactly_once\"\n",
+                Contender::StraitLz4 => "compression = \"lz4\"\n",
                 Contender::StraitBatches => "copy = \"batches\"\n",
                 Contender::StraitBatchesEos => "copy = \"batches\"\ndelivery = \"exactly_once\"\n",
                 _ => "delivery = \"at_least_once\"\n",
@@ -189,7 +233,7 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
                 .spawn()
                 .expect("start strait")
         }
-        Contender::Mm2Default | Contender::Mm2Tuned | Contender::Mm2Eos => {
+        Contender::Mm2Default | Contender::Mm2Tuned | Contender::Mm2TunedLz4 | Contender::Mm2Eos => {
             let mut props = format!(
                 "clusters = s{tag}, t{tag}\n\
                  s{tag}.bootstrap.servers = {source}\n\
@@ -230,6 +274,9 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
                      s{tag}.consumer.fetch.min.bytes = 65536\n\
                      s{tag}.consumer.max.poll.records = 2000\n"
                 ));
+                if contender == Contender::Mm2TunedLz4 {
+                    props.push_str(&format!("t{tag}.producer.compression.type = lz4\n"));
+                }
             }
             strait_testkit::start_mirror_maker(&dir, &props).expect("start MirrorMaker 2")
         }

@@ -153,6 +153,7 @@ impl Bench {
             peak_rss_mb: rss,
             complete,
             target_bytes_per_source_byte: on_disk,
+            link_bytes_per_source_byte: f64::NAN,
             all_records_per_s: Vec::new(),
         };
         eprintln!(
@@ -251,8 +252,11 @@ fn main() {
     let partitions: i32 = flag(&args, "--partitions")
         .map(|v| v.parse().ok().filter(|n| *n > 0).unwrap_or_else(|| panic!("--partitions takes a count")))
         .unwrap_or(6);
-    let contenders: Vec<Contender> =
-        Contender::ALL.into_iter().filter(|c| only.is_empty() || only.iter().any(|o| o == c.name())).collect();
+    let contenders: Vec<Contender> = if only.is_empty() {
+        Contender::LOOPBACK.to_vec()
+    } else {
+        Contender::ALL.into_iter().filter(|c| only.iter().any(|o| o == c.name())).collect()
+    };
     let root = strait_testkit::repo_root();
     let work = root.join(".cache/bench");
     let _ = std::fs::remove_dir_all(&work);

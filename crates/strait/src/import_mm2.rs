@@ -211,7 +211,13 @@ pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
         if let Some(v) = setting("ssl.key.password", &mut used) {
             client.insert("ssl.key.password".into(), v);
         }
-        clusters.push(ClusterConfig { alias: alias.clone(), bootstrap_servers, zones: Vec::new(), client });
+        clusters.push(ClusterConfig {
+            alias: alias.clone(),
+            bootstrap_servers,
+            zones: Vec::new(),
+            client,
+            connections_per_broker: Default::default(),
+        });
     }
     let mut flows = Vec::new();
     let mut enabled: Vec<(String, String)> = props

@@ -32,13 +32,31 @@ pub struct Leader {
     pub epoch: i32,
 }
 
+/// One of the connections to a broker ([`crate::Connections`]): the broker's id and which of
+/// its connections. A partition always goes through the same one ([`Cluster::route`]), so its
+/// requests stay in order; metadata, offsets and transactions use the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Route {
+    pub(crate) broker: i32,
+    pub(crate) index: usize,
+}
+
+impl Route {
+    /// `broker`'s first connection.
+    pub(crate) fn first(broker: i32) -> Self {
+        Self { broker, index: 0 }
+    }
+}
+
 /// The brokers of one cluster and the leaders of the partitions asked about.
 pub struct Cluster {
     bootstrap: Vec<String>,
     options: ClientOptions,
+    /// Connections kept to each broker ([`crate::Connections`], decided at connect).
+    per_broker: usize,
     /// Broker id → `host:port`.
     brokers: HashMap<i32, String>,
-    connections: HashMap<i32, Connection>,
+    connections: HashMap<Route, Connection>,
     leaders: HashMap<(String, i32), Leader>,
     /// Each topic's id (KIP-516) as last refreshed.
     ids: HashMap<String, Uuid>,
@@ -49,11 +67,13 @@ pub struct Cluster {
 
 impl Cluster {
     /// A cluster reached through `bootstrap` (comma-separated `host:port`), each connection
-    /// opened with `options`; it learns its brokers at once. Errors: as [`Self::refresh`].
+    /// opened with `options`; it learns its brokers at once, and how many connections to keep
+    /// to each from how long that took. Errors: as [`Self::refresh`].
     pub async fn connect(bootstrap: &str, options: ClientOptions) -> Result<Self, WireError> {
         let mut cluster = Self {
             bootstrap: bootstrap.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
             options,
+            per_broker: 1,
             brokers: HashMap::new(),
             connections: HashMap::new(),
             leaders: HashMap::new(),
@@ -61,22 +81,43 @@ impl Cluster {
             fetches: Fetches::default(),
             overdue_refreshed: None,
         };
-        cluster.refresh(&[]).await?;
+        let round_trip = cluster.refresh(&[]).await?;
+        cluster.per_broker = cluster.options.connections.per_broker(round_trip);
         Ok(cluster)
+    }
+
+    /// Connections kept to each broker ([`crate::Connections`]).
+    pub fn connections_per_broker(&self) -> usize {
+        self.per_broker
+    }
+
+    /// The connections open now, to every broker together.
+    pub fn connections_open(&self) -> usize {
+        self.connections.values().filter(|c| !c.is_broken()).count()
+    }
+
+    /// The connection of `broker` that `topic`/`partition`'s requests go through: each topic's
+    /// partitions spread over them in turn.
+    pub(crate) fn route(&self, broker: i32, topic: &str, partition: i32) -> Route {
+        let offset = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b)));
+        let index = offset.wrapping_add(partition.unsigned_abs() as usize) % self.per_broker;
+        Route { broker, index }
     }
 
     /// Asks the brokers, and the leaders and id of every partition of `topics`, through the first
     /// known broker or bootstrap address that answers (brokers with a working connection first,
     /// through it; brokers whose fetches failed or are overdue last); partitions without a
-    /// leader, or of topics the cluster does not have, are forgotten. Errors: the last broker's error when none answers;
+    /// leader, or of topics the cluster does not have, are forgotten. Returns the quickest of
+    /// the broker's answers to the connection's first request and to this one (a round trip).
+    /// Errors: the last broker's error when none answers;
     /// [`WireError::Broker`] for a topic the client may not describe.
-    pub async fn refresh(&mut self, topics: &[&str]) -> Result<(), WireError> {
+    pub async fn refresh(&mut self, topics: &[&str]) -> Result<Duration, WireError> {
         let request = MetadataRequest::default().with_allow_auto_topic_creation(false).with_topics(Some(
             topics.iter().map(|t| MetadataRequestTopic::default().with_name(Some(topic_name(t)))).collect(),
         ));
         // Brokers with a connection that works first, suspect ones (a fetch failed or overdue:
         // down, frozen, cut off) last, so a broker that holds a request never holds a refresh.
-        let live = |id: &i32| self.connections.get(id).filter(|c| !c.is_broken()).cloned();
+        let live = |id: &i32| self.connections.get(&Route::first(*id)).filter(|c| !c.is_broken()).cloned();
         let mut brokers: Vec<(i32, String)> = self.brokers.iter().map(|(id, a)| (*id, a.clone())).collect();
         brokers.sort_by_key(|(id, _)| (self.fetches.suspect(*id), live(id).is_none()));
         let mut asks: Vec<(String, Option<Connection>)> =
@@ -89,9 +130,11 @@ impl Cluster {
                     Some(conn) => conn,
                     None => Connection::open(&addr, &self.options).await?,
                 };
-                conn.call(&request, METADATA_VERSION).await.map(|answer| (conn, answer))
+                let asked = Instant::now();
+                let answer = conn.call(&request, METADATA_VERSION).await?;
+                Ok::<_, WireError>((asked.elapsed().min(conn.round_trip()), conn, answer))
             };
-            let (conn, answer) = match answer.await {
+            let (round_trip, conn, answer) = match answer.await {
                 Ok(answered) => answered,
                 Err(e) => {
                     failure = Some(e);
@@ -100,7 +143,7 @@ impl Cluster {
             };
             self.brokers =
                 answer.brokers.iter().map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port))).collect();
-            self.connections.retain(|id, c| self.brokers.get(id).is_some_and(|a| a == c.addr()));
+            self.connections.retain(|route, c| self.brokers.get(&route.broker).is_some_and(|a| a == c.addr()));
             for topic in &answer.topics {
                 let name = topic.name.as_ref().map(|n| n.0.as_str().to_string()).unwrap_or_default();
                 self.leaders.retain(|(t, _), _| *t != name);
@@ -125,11 +168,11 @@ impl Cluster {
             }
             // Kept: the broker answered, so later requests to it skip a connect.
             if let Some(id) = self.brokers.iter().find(|(_, a)| **a == addr).map(|(id, _)| *id) {
-                if self.connections.get(&id).is_none_or(Connection::is_broken) {
-                    self.connections.insert(id, conn);
+                if self.connections.get(&Route::first(id)).is_none_or(Connection::is_broken) {
+                    self.connections.insert(Route::first(id), conn);
                 }
             }
-            return Ok(());
+            return Ok(round_trip);
         }
         Err(failure.unwrap_or(WireError::NoBroker))
     }
@@ -188,29 +231,30 @@ impl Cluster {
         max_wait: Duration,
         partition_max_bytes: i32,
     ) -> Result<FetchRound, WireError> {
-        let mut by_leader: HashMap<i32, Vec<(FetchAt, i32)>> = HashMap::new();
+        let mut by_route: HashMap<Route, Vec<(FetchAt, i32)>> = HashMap::new();
         let mut unled = HashSet::new();
         for a in at {
             let Some(leader) = self.leader(&a.topic, a.partition) else {
                 unled.insert(a.topic.clone());
                 continue;
             };
-            if self.fetches.ready(leader.broker) {
+            let route = self.route(leader.broker, &a.topic, a.partition);
+            if self.fetches.ready(route) {
                 let mut a = a.clone();
                 if a.topic_id.is_nil() {
                     a.topic_id = self.topic_id(&a.topic).unwrap_or_default();
                 }
-                by_leader.entry(leader.broker).or_default().push((a, leader.epoch));
+                by_route.entry(route).or_default().push((a, leader.epoch));
             }
         }
-        for (broker, wanted) in &by_leader {
+        for (route, wanted) in &by_route {
             let wanted: Vec<(&FetchAt, i32)> = wanted.iter().map(|(a, e)| (a, *e)).collect();
-            let reach = self.reach(*broker);
-            self.fetches.send(*broker, reach, &wanted, max_wait, partition_max_bytes);
+            let reach = self.reach(*route);
+            self.fetches.send(*route, reach, &wanted, max_wait, partition_max_bytes);
         }
         let (round, opened, moved) = self.fetches.next(max_wait).await?;
-        for (broker, conn) in opened {
-            self.keep(broker, conn);
+        for (route, conn) in opened {
+            self.keep(route, conn);
         }
         let mut refresh: HashSet<String> = moved.into_iter().chain(unled).collect();
         // A leader that holds its request past its time (frozen, cut off): its partitions may
@@ -238,33 +282,33 @@ impl Cluster {
         self.fetches.throttled_ms
     }
 
-    /// The fetch session open with `broker`: its id and the epoch of the next fetch; none when
-    /// the next fetch to it is full.
+    /// The fetch session open on `broker`'s first connection: its id and the epoch of the next
+    /// fetch; none when the next fetch on it is full.
     pub fn session(&self, broker: i32) -> Option<(i32, i32)> {
-        self.fetches.session(broker)
+        self.fetches.session(Route::first(broker))
     }
 
-    /// How to reach `broker` without waiting here: its open connection, if one works, else its
-    /// address and the options to open one with (a task of its own opens it, so a broker that
-    /// does not answer holds only that task, [`Self::keep`] keeping what it opened).
-    pub(crate) fn reach(&self, broker: i32) -> (Option<Connection>, String, ClientOptions) {
-        let conn = self.connections.get(&broker).filter(|c| !c.is_broken()).cloned();
-        let addr = self.brokers.get(&broker).cloned().unwrap_or_else(|| format!("broker {broker}"));
+    /// How to reach `route` without waiting here: its open connection, if one works, else the
+    /// broker's address and the options to open one with (a task of its own opens it, so a broker
+    /// that does not answer holds only that task, [`Self::keep`] keeping what it opened).
+    pub(crate) fn reach(&self, route: Route) -> (Option<Connection>, String, ClientOptions) {
+        let conn = self.connections.get(&route).filter(|c| !c.is_broken()).cloned();
+        let addr = self.brokers.get(&route.broker).cloned().unwrap_or_else(|| format!("broker {}", route.broker));
         (conn, addr, self.options.clone())
     }
 
-    /// Keeps `conn`, opened to `broker` by a task ([`Self::reach`]), unless the broker has moved
+    /// Keeps `conn`, opened for `route` by a task ([`Self::reach`]), unless the broker has moved
     /// since.
-    pub(crate) fn keep(&mut self, broker: i32, conn: Connection) {
-        if self.brokers.get(&broker).is_some_and(|a| a == conn.addr()) {
-            self.connections.insert(broker, conn);
+    pub(crate) fn keep(&mut self, route: Route, conn: Connection) {
+        if self.brokers.get(&route.broker).is_some_and(|a| a == conn.addr()) {
+            self.connections.insert(route, conn);
         }
     }
 
-    /// The open connection to `broker`, or a new one when the old one broke or there was none.
-    /// Errors: `broker` is not in the metadata; [`Connection::open`]'s.
+    /// The open first connection to `broker`, or a new one when the old one broke or there was
+    /// none. Errors: `broker` is not in the metadata; [`Connection::open`]'s.
     pub(crate) async fn connection(&mut self, broker: i32) -> Result<Connection, WireError> {
-        if let Some(conn) = self.connections.get(&broker).filter(|c| !c.is_broken()) {
+        if let Some(conn) = self.connections.get(&Route::first(broker)).filter(|c| !c.is_broken()) {
             return Ok(conn.clone());
         }
         let addr = self.brokers.get(&broker).ok_or_else(|| WireError::Io {
@@ -272,7 +316,7 @@ impl Cluster {
             source: std::io::Error::other("not in the cluster's metadata"),
         })?;
         let conn = Connection::open(addr, &self.options).await?;
-        self.connections.insert(broker, conn.clone());
+        self.connections.insert(Route::first(broker), conn.clone());
         Ok(conn)
     }
 

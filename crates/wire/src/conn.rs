@@ -14,7 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader, ResponseHeader};
@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, Wr
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
+use crate::connections::Connections;
 use crate::error::WireError;
 use crate::sasl::{authenticate, SaslConnection};
 use crate::security::Security;
@@ -35,18 +36,24 @@ const MAX_FRAME: usize = 256 << 20;
 const API_VERSIONS_VERSION: i16 = 3;
 
 /// How connections are opened: the client id they give, how long a connect or a request waits
-/// for its answer, and how they are secured.
+/// for its answer, how they are secured, and how many a [`crate::Cluster`] keeps per broker.
 #[derive(Clone)]
 pub struct ClientOptions {
     pub client_id: String,
     pub timeout: Duration,
     pub security: Security,
+    pub connections: Connections,
 }
 
 impl ClientOptions {
-    /// Plaintext connections without authentication.
+    /// Plaintext connections without authentication, [`Connections::Auto`].
     pub fn plaintext(client_id: &str, timeout: Duration) -> Self {
-        Self { client_id: client_id.to_string(), timeout, security: Security::default() }
+        Self {
+            client_id: client_id.to_string(),
+            timeout,
+            security: Security::default(),
+            connections: Connections::Auto,
+        }
     }
 }
 
@@ -67,6 +74,8 @@ struct Inner {
     timeout: Duration,
     /// API key → (min, max) version the broker speaks, set once at open.
     versions: OnceLock<HashMap<i16, (i16, i16)>>,
+    /// How long the broker took to answer ApiVersions at open: a round trip.
+    round_trip: OnceLock<Duration>,
     /// The write half and the last correlation id used, taken together so that requests are
     /// written, and queued for their answers, in one order.
     writer: tokio::sync::Mutex<(WriteHalf<BoxStream>, i32)>,
@@ -172,6 +181,7 @@ impl Connection {
                 client_id: StrBytes::from_string(options.client_id.clone()),
                 timeout,
                 versions: OnceLock::new(),
+                round_trip: OnceLock::new(),
                 writer: tokio::sync::Mutex::new((write, 0)),
                 waiting,
                 reader,
@@ -180,7 +190,9 @@ impl Connection {
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("strait"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let asked = Instant::now();
         let answer = conn.send_at(&request, API_VERSIONS_VERSION).await?.get().await?;
+        let _ = conn.inner.round_trip.set(asked.elapsed());
         conn.check(answer.error_code, "ApiVersions")?;
         let versions = answer.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
         let _ = conn.inner.versions.set(versions);
@@ -193,6 +205,12 @@ impl Connection {
     /// The broker's `host:port`.
     pub fn addr(&self) -> &str {
         &self.inner.addr
+    }
+
+    /// How long the broker took to answer the first request (ApiVersions at open): a round trip
+    /// and the broker's time to answer.
+    pub fn round_trip(&self) -> Duration {
+        self.inner.round_trip.get().copied().unwrap_or_default()
     }
 
     /// Whether it failed, so it must be replaced by a new one.

@@ -1,5 +1,5 @@
-//! The fetches out to a cluster's leaders, each broker on its own: a request per leader, at most
-//! one out at a time, answered when that leader answers. A leader that fails or is slow holds
+//! The fetches out to a cluster's leaders, each broker on its own: a request per connection to a
+//! leader ([`Route`]), at most one out at a time on each, answered when that leader answers. A leader that fails or is slow holds
 //! only its own partitions: the others' answers are taken as they come, and a failed leader is
 //! asked again after a backoff of its own (100 ms doubling to 5 s).
 
@@ -14,6 +14,7 @@ use kafka_protocol::ResponseError;
 
 use tokio::task::JoinHandle;
 
+use crate::cluster::Route;
 use crate::conn::{ClientOptions, Connection};
 use crate::error::WireError;
 use crate::fetched::{FetchAt, Fetched};
@@ -39,61 +40,64 @@ const ANSWER_GRACE: Duration = Duration::from_secs(2);
 #[derive(Debug, Default)]
 pub struct FetchRound {
     pub fetched: Vec<Fetched>,
-    /// Each broker whose request ended in this call, by id: answered (`Ok`), or failed, its
-    /// partitions asked again after its backoff while the other brokers' answers are kept.
+    /// Each broker whose request ended in this call, by id (once per connection to it):
+    /// answered (`Ok`), or failed, its partitions asked again after its backoff while the other
+    /// brokers' answers are kept.
     pub brokers: Vec<(i32, Result<(), WireError>)>,
 }
 
-/// A request that ended: its broker, the connection (opened for it if there was none), what was
+/// A request that ended: its route, the connection (opened for it if there was none), what was
 /// asked, and the answer.
 struct Ended {
-    broker: i32,
+    route: Route,
     conn: Option<Connection>,
     asked: Asked,
     answer: Result<FetchResponse, WireError>,
 }
 
-/// Each broker's fetch session, throttle, backoff and request out.
+/// Each connection's fetch session, throttle, backoff and request out, by [`Route`].
 #[derive(Default)]
 pub(crate) struct Fetches {
-    sessions: HashMap<i32, Session>,
-    /// Until when each broker holds this client's fetches (KIP-219 quota throttling).
-    throttled_until: HashMap<i32, Instant>,
+    sessions: HashMap<Route, Session>,
+    /// Until when each connection's broker holds this client's fetches (KIP-219 quota
+    /// throttling).
+    throttled_until: HashMap<Route, Instant>,
     /// Time (ms) the brokers said they throttled this client's fetches, since the start.
     pub(crate) throttled_ms: u64,
-    /// Brokers whose last request failed: not asked before the instant; the next failure's wait.
-    backoff: HashMap<i32, (Instant, ExponentialBackoff)>,
+    /// Routes whose last request failed: not asked before the instant; the next failure's wait.
+    backoff: HashMap<Route, (Instant, ExponentialBackoff)>,
     /// The requests out, each a task of its own (so the cluster stays `Sync`), aborted on drop.
     out: FuturesUnordered<JoinHandle<Ended>>,
-    /// The brokers with a request out, each with when its answer is due (`max_wait` and
+    /// The routes with a request out, each with when its answer is due (`max_wait` and
     /// [`ANSWER_GRACE`] after it was sent).
-    asking: HashMap<i32, Instant>,
+    asking: HashMap<Route, Instant>,
 }
 
 impl Fetches {
-    /// Whether `broker` may be asked now: no request of its out, no backoff running.
-    pub(crate) fn ready(&self, broker: i32) -> bool {
-        !self.asking.contains_key(&broker)
-            && self.backoff.get(&broker).is_none_or(|(until, _)| *until <= Instant::now())
+    /// Whether `route` may be asked now: no request of its out, no backoff running.
+    pub(crate) fn ready(&self, route: Route) -> bool {
+        !self.asking.contains_key(&route) && self.backoff.get(&route).is_none_or(|(until, _)| *until <= Instant::now())
     }
 
-    /// Whether `broker` is suspect: its last request failed and it has not answered since, or
-    /// its request out is overdue.
+    /// Whether `broker` is suspect: the last request of one of its connections failed and it has
+    /// not answered since, or one's request out is overdue.
     pub(crate) fn suspect(&self, broker: i32) -> bool {
-        self.backoff.contains_key(&broker) || self.asking.get(&broker).is_some_and(|due| *due < Instant::now())
-    }
-
-    /// The brokers whose request out is overdue.
-    pub(crate) fn overdue(&self) -> Vec<i32> {
         let now = Instant::now();
-        self.asking.iter().filter(|(_, due)| **due < now).map(|(b, _)| *b).collect()
+        self.backoff.keys().any(|r| r.broker == broker)
+            || self.asking.iter().any(|(r, due)| r.broker == broker && *due < now)
     }
 
-    /// Sends `wanted` (each with its leader epoch) to `broker` in its session, through `conn` or
+    /// The brokers with a request out overdue.
+    pub(crate) fn overdue(&self) -> HashSet<i32> {
+        let now = Instant::now();
+        self.asking.iter().filter(|(_, due)| **due < now).map(|(r, _)| r.broker).collect()
+    }
+
+    /// Sends `wanted` (each with its leader epoch) on `route` in its session, through `conn` or
     /// a connection opened to `addr`; the answer is taken by [`Self::next`].
     pub(crate) fn send(
         &mut self,
-        broker: i32,
+        route: Route,
         (conn, addr, options): (Option<Connection>, String, ClientOptions),
         wanted: &[(&FetchAt, i32)],
         max_wait: Duration,
@@ -104,9 +108,9 @@ impl Fetches {
             .with_min_bytes(1)
             .with_max_bytes(FETCH_MAX_BYTES)
             .with_isolation_level(READ_COMMITTED);
-        let asked = self.sessions.entry(broker).or_default().ask(base, wanted, partition_max_bytes);
-        let throttled_until = self.throttled_until.get(&broker).copied();
-        self.asking.insert(broker, Instant::now() + max_wait + ANSWER_GRACE);
+        let asked = self.sessions.entry(route).or_default().ask(base, wanted, partition_max_bytes);
+        let throttled_until = self.throttled_until.get(&route).copied();
+        self.asking.insert(route, Instant::now() + max_wait + ANSWER_GRACE);
         self.out.push(tokio::spawn(async move {
             // A throttled broker holds the connection (KIP-219): a request sent now would wait
             // in its socket, its timeout running.
@@ -119,23 +123,23 @@ impl Fetches {
             };
             let conn = match conn {
                 Ok(conn) => conn,
-                Err(e) => return Ended { broker, conn: None, asked, answer: Err(e) },
+                Err(e) => return Ended { route, conn: None, asked, answer: Err(e) },
             };
             let answer = conn.call(&asked.request, FETCH_VERSION).await;
             let answer = answer.and_then(|a| conn.check(a.error_code, "Fetch").map(|()| a));
-            Ended { broker, conn: Some(conn), asked, answer }
+            Ended { route, conn: Some(conn), asked, answer }
         }));
     }
 
     /// Waits for the first request out to end (or, with none out, for the first backoff to run
     /// out), at most `max_wait` and [`ANSWER_GRACE`] (a request not answered by then stays out,
-    /// its broker overdue), then takes every other that ended meanwhile. Returns the round, the connections opened for it by broker, and the
-    /// topics whose leader may have moved (to refresh). Errors: a broker's failure that asking
+    /// its broker overdue), then takes every other that ended meanwhile. Returns the round, the
+    /// connections opened for it by route, and the topics whose leader may have moved (to refresh). Errors: a broker's failure that asking
     /// again repeats (TLS, SASL, a version it does not speak); a batch that cannot be read.
     pub(crate) async fn next(
         &mut self,
         max_wait: Duration,
-    ) -> Result<(FetchRound, Vec<(i32, Connection)>, HashSet<String>), WireError> {
+    ) -> Result<(FetchRound, Vec<(Route, Connection)>, HashSet<String>), WireError> {
         let mut ended = Vec::new();
         if self.out.is_empty() {
             let first_retry = self.backoff.values().map(|(until, _)| *until).min();
@@ -154,9 +158,9 @@ impl Fetches {
             self.asking.clear();
         }
         let (mut round, mut opened, mut moved) = (FetchRound::default(), Vec::new(), HashSet::new());
-        for Ended { broker, conn, asked, answer } in ended {
-            self.asking.remove(&broker);
-            let session = self.sessions.entry(broker).or_default();
+        for Ended { route, conn, asked, answer } in ended {
+            self.asking.remove(&route);
+            let session = self.sessions.entry(route).or_default();
             let answer = match answer {
                 Ok(answer) => answer,
                 // The broker lost the session (a restart, an eviction): the next fetch is full.
@@ -172,22 +176,22 @@ impl Fetches {
                     session.reset();
                     let (until, waits) = self
                         .backoff
-                        .entry(broker)
+                        .entry(route)
                         .or_insert_with(|| (Instant::now(), doubling(BACKOFF_MIN, BACKOFF_MAX)));
                     *until = Instant::now() + waits.next().unwrap_or(BACKOFF_MAX);
                     moved.extend(asked.topics());
-                    round.brokers.push((broker, Err(e)));
+                    round.brokers.push((route.broker, Err(e)));
                     continue;
                 }
                 Err(e) => return Err(e),
             };
-            self.backoff.remove(&broker);
+            self.backoff.remove(&route);
             if let Some(conn) = conn {
-                opened.push((broker, conn));
+                opened.push((route, conn));
             }
             if answer.throttle_time_ms > 0 {
                 let ms = answer.throttle_time_ms as u64;
-                self.throttled_until.insert(broker, Instant::now() + Duration::from_millis(ms));
+                self.throttled_until.insert(route, Instant::now() + Duration::from_millis(ms));
                 self.throttled_ms += ms;
             }
             for topic in answer.responses {
@@ -202,14 +206,14 @@ impl Fetches {
                 }
             }
             session.answered(asked, answer.session_id);
-            round.brokers.push((broker, Ok(())));
+            round.brokers.push((route.broker, Ok(())));
         }
         Ok((round, opened, moved))
     }
 
-    /// The fetch session open with `broker`: its id and the epoch of the next fetch.
-    pub(crate) fn session(&self, broker: i32) -> Option<(i32, i32)> {
-        self.sessions.get(&broker).and_then(Session::open)
+    /// The fetch session open on `route`: its id and the epoch of the next fetch.
+    pub(crate) fn session(&self, route: Route) -> Option<(i32, i32)> {
+        self.sessions.get(&route).and_then(Session::open)
     }
 }
 

@@ -1,6 +1,7 @@
 //! An idempotent producer's batches on their way, kept across calls ([`Lanes`]): each
-//! partition's in a lane of its own, in order; each leader's lanes driven by a task of their own
-//! ([`crate::send::drive`]), so a leader that does not answer holds only the partitions it leads;
+//! partition's in a lane of its own, in order; the lanes of each connection to a leader
+//! ([`crate::Connections`]) driven by a task of their own ([`crate::send::drive`]), so a leader
+//! that does not answer holds only the partitions it leads;
 //! and the appends handed back as they come, as librdkafka's delivery reports are.
 //!
 //! A partition's first batch from the producer goes alone: the broker takes any sequence as a
@@ -16,7 +17,7 @@ use kafka_protocol::messages::TransactionalId;
 use tokio::sync::mpsc;
 
 use crate::batch::Batch;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Route};
 use crate::conn::Connection;
 use crate::error::WireError;
 use crate::retry::{doubling, BACKOFF, MAX_BACKOFF};
@@ -59,8 +60,8 @@ impl PartitionLane {
 /// the leader did with them.
 struct Finished {
     generation: u64,
-    /// The leader, and the connection opened to it for the drive, to keep.
-    broker: i32,
+    /// The leader's connection driven, and the connection opened for the drive, to keep.
+    route: Route,
     opened: Option<Connection>,
     keys: Vec<(String, i32)>,
     tokens: Vec<u64>,
@@ -146,8 +147,9 @@ impl Lanes {
     }
 
     /// Takes what the drives that ended answered, then sends every partition that waits for
-    /// nothing (no drive under way, no backoff) to its leader, each leader's in a drive of its
-    /// own, in a task that opens the leader's connection when it has none. Never waits for an
+    /// nothing (no drive under way, no backoff) to its leader, the partitions of each connection
+    /// to a leader in a drive of their own, in a task that opens that connection when it has
+    /// none. Never waits for an
     /// answer; it may wait for a metadata refresh.
     /// Errors: [`WireError::NotProduced`] for a batch refused, or not appended within
     /// `delivery_timeout` of being queued.
@@ -186,15 +188,15 @@ impl Lanes {
             // A failed refresh leaves the old leaders: the next send fails or finds them moved.
             cluster.refresh(&stale.into_iter().collect::<Vec<_>>()).await.ok();
         }
-        let mut by_leader: HashMap<i32, Vec<(String, i32)>> = HashMap::new();
+        let mut by_route: HashMap<Route, Vec<(String, i32)>> = HashMap::new();
         for key in ready {
             match cluster.leader(&key.0, key.1) {
-                Some(leader) => by_leader.entry(leader.broker).or_default().push(key),
+                Some(leader) => by_route.entry(cluster.route(leader.broker, &key.0, key.1)).or_default().push(key),
                 None => self.put_off(&key, "no leader known".into(), now),
             }
         }
-        for (broker, keys) in by_leader {
-            let (conn, addr, options) = cluster.reach(broker);
+        for (route, keys) in by_route {
+            let (conn, addr, options) = cluster.reach(route);
             let (lanes, batches, tokens) = self.hand_over(&keys);
             let (tx, generation, timeout) = (self.finished_tx.clone(), self.generation, cluster.timeout());
             let transactional_id = transactional_id.cloned();
@@ -208,7 +210,7 @@ impl Lanes {
                         Err(e) => {
                             let retry = lanes.into_iter().map(|l| (l, e.to_string())).collect();
                             let driven = Driven { retry, ..Driven::default() };
-                            let _ = tx.send(Finished { generation, broker, opened: None, keys, tokens, driven });
+                            let _ = tx.send(Finished { generation, route, opened: None, keys, tokens, driven });
                             return;
                         }
                     },
@@ -216,7 +218,7 @@ impl Lanes {
                 let driven = drive(conn.clone(), lanes, &batches, timeout, transactional_id.as_ref()).await;
                 let opened = opened.then_some(conn);
                 // The producer may be gone, and with it what the drive was for.
-                let _ = tx.send(Finished { generation, broker, opened, keys, tokens, driven });
+                let _ = tx.send(Finished { generation, route, opened, keys, tokens, driven });
             });
         }
         Ok(())
@@ -268,7 +270,7 @@ impl Lanes {
     /// Takes what a drive answered: its appends, its lanes to send again.
     fn ended(&mut self, cluster: &mut Cluster, finished: Finished) -> Result<(), WireError> {
         if let Some(conn) = finished.opened {
-            cluster.keep(finished.broker, conn);
+            cluster.keep(finished.route, conn);
         }
         if finished.generation != self.generation {
             return Ok(());

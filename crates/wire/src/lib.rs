@@ -8,7 +8,8 @@
 //! offset syncs, positions and checkpoints stay on rdkafka.
 //!
 //! - [`Connection`]: one broker connection, its API versions asked once (ApiVersions), its
-//!   requests pipelined.
+//!   requests pipelined; a [`Cluster`] keeps one per broker, or several across a long link
+//!   ([`Connections`]), each partition's requests always on the same one.
 //! - [`Cluster`]: the leaders and topic ids of the partitions asked for (Metadata) and
 //!   `read_committed` fetches of raw batches from them (Fetch v13, topics named by id so a
 //!   recreated topic is never read at the old one's offsets, KIP-516), each leader on its own
@@ -38,6 +39,7 @@
 pub mod batch;
 mod cluster;
 mod conn;
+mod connections;
 mod error;
 mod fetch;
 mod fetched;
@@ -58,6 +60,7 @@ mod transactional;
 pub use batch::Batch;
 pub use cluster::{Cluster, Leader};
 pub use conn::{Answer, ClientOptions, Connection};
+pub use connections::{Connections, FAR_CONNECTIONS, FAR_ROUND_TRIP};
 pub use error::WireError;
 pub use fetch::FetchRound;
 pub use fetched::{Aborted, Diverging, FetchAt, Fetched};

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use rdkafka::config::ClientConfig;
 use serde::{Deserialize, Serialize};
 
+use super::kinds::ConnectionsPerBroker;
 use crate::rules::{err, ConfigError};
 
 /// One Kafka cluster. Its `Debug` output hides secret client settings ([`is_secret`]).
@@ -26,6 +27,10 @@ pub struct ClusterConfig {
     /// strings. Default: none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub client: BTreeMap<String, String>,
+    /// Connections the batch path's client keeps to each broker: `"auto"` or 1 to 16
+    /// ([`ConnectionsPerBroker`]). Default `"auto"`.
+    #[serde(default, skip_serializing_if = "ConnectionsPerBroker::is_auto")]
+    pub connections_per_broker: ConnectionsPerBroker,
 }
 
 /// Whether the librdkafka property `key` holds a secret (passwords, private keys, OAuth client
@@ -47,6 +52,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("bootstrap_servers", &self.bootstrap_servers)
             .field("zones", &self.zones)
             .field("client", &client)
+            .field("connections_per_broker", &self.connections_per_broker)
             .finish()
     }
 }

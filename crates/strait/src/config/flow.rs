@@ -8,7 +8,7 @@ use std::time::Duration;
 use strait_mm2::ReplicationPolicy;
 
 use super::cluster::ClusterConfig;
-use super::kinds::{CopyKind, DeliveryKind, PolicyKind, SyncsLocation};
+use super::kinds::{Compression, CopyKind, DeliveryKind, PolicyKind, SyncsLocation};
 use super::settings::{
     Batching, Checkpoints, FlowConfig, Heartbeats, Reading, ScaleOut, TopicAclSync, TopicConfigSync, Writing,
 };
@@ -238,6 +238,12 @@ pub(super) fn resolve(
         return Err(err(
             format!("{field}.copy"),
             "\"batches\" needs replication_policy = \"default\": a batch cannot carry the provenance header that keeps identity-named records from looping back (active/active); under the default policy the source alias in the target topic's name does that",
+        ));
+    }
+    if f.writing.copy == CopyKind::Batches && f.writing.compression != Compression::None {
+        return Err(err(
+            format!("{field}.compression"),
+            "applies to copy = \"records\": \"batches\" are forwarded in the codec the source stored them in",
         ));
     }
     let separator = r.separator.clone();

@@ -1,6 +1,7 @@
 //! The enumerated values of flow settings, as written in TOML (`snake_case`/`lowercase` names).
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Delivery guarantee of a flow (`delivery`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -74,4 +75,77 @@ pub enum CopyKind {
     /// instead, so the identity policy is refused. Exactly-once, the batch producer holds the
     /// slot's transactions.
     Batches,
+}
+
+/// The codec the record path produces with (`compression`; librdkafka's `compression.type`).
+/// Across a long or billed link a codec sends the source's compressed bytes compressed again
+/// (MM2's producer defaults to `none` too; its users set `producer.compression.type`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// Records go uncompressed: no CPU spent on it, the most bytes on the link.
+    #[default]
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    /// The codec's name, as TOML, librdkafka and Kafka's `compression.type` write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+/// Connections the batch path's client keeps to each broker of a cluster
+/// (`connections_per_broker`, issue 43): across a long link one TCP connection carries at most
+/// its window per round trip, several carry that each. A partition's requests always go through
+/// the same one, so order, idempotence and transactions are as with one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ConnectionsPerBroker {
+    /// `"auto"`: 4 when the cluster's first answers take 15 ms or more (another region), else 1.
+    #[default]
+    Auto,
+    /// 1 to 16.
+    Fixed(u16),
+}
+
+impl ConnectionsPerBroker {
+    /// Whether it is the default, `auto` (left out when a config is written).
+    pub fn is_auto(&self) -> bool {
+        *self == ConnectionsPerBroker::Auto
+    }
+}
+
+impl<'de> Deserialize<'de> for ConnectionsPerBroker {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Text(String),
+            Count(i64),
+        }
+        match Written::deserialize(d)? {
+            Written::Text(t) if t == "auto" => Ok(ConnectionsPerBroker::Auto),
+            Written::Count(n) if (1..=16).contains(&n) => Ok(ConnectionsPerBroker::Fixed(n as u16)),
+            _ => Err(D::Error::custom("must be \"auto\" or 1 to 16")),
+        }
+    }
+}
+
+impl Serialize for ConnectionsPerBroker {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ConnectionsPerBroker::Auto => s.serialize_str("auto"),
+            ConnectionsPerBroker::Fixed(n) => s.serialize_u16(*n),
+        }
+    }
 }

@@ -28,7 +28,9 @@ pub use self::bounds::{
 };
 pub use self::cluster::{is_secret, ClusterConfig};
 pub use self::flow::{Delivery, Flow, Skip};
-pub use self::kinds::{CopyKind, DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
+pub use self::kinds::{
+    Compression, ConnectionsPerBroker, CopyKind, DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation,
+};
 pub use self::settings::{
     Batching, Checkpoints, FlowConfig, Heartbeats, Reading, Routing, ScaleOut, TopicAclSync, TopicConfigSync, Writing,
 };

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use strait_mm2::{DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE};
 
 use super::bounds;
-use super::kinds::{CopyKind, DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
+use super::kinds::{Compression, CopyKind, DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
 use crate::rules::Patterns;
 
 /// Which clusters, topics and groups a flow replicates, and how target topics are named.
@@ -146,6 +146,9 @@ pub struct Writing {
     /// `records` or `batches` ([`CopyKind`]): `batches` forwards the source's record batches as
     /// they are stored, with the default replication policy. Default `records`.
     pub copy: CopyKind,
+    /// `none`, `gzip`, `snappy`, `lz4` or `zstd` ([`Compression`]): the codec the record path
+    /// produces with; `batches` keep the source's. Default `none`.
+    pub compression: Compression,
 }
 
 impl Default for Writing {
@@ -158,6 +161,7 @@ impl Default for Writing {
             replication_factor: -1,
             write_mm2_offsets: false,
             copy: CopyKind::Records,
+            compression: Compression::None,
         }
     }
 }

@@ -87,6 +87,9 @@ fn filters_match_whole_names() {
 #[test]
 fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
     assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.copy, CopyKind::Records);
+    assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.compression, Compression::None);
+    let zstd = &Config::parse(&format!("{TWO_CLUSTERS}compression = \"zstd\"\n")).unwrap()[0];
+    assert_eq!(zstd.writing.compression, Compression::Zstd);
     let flow = &Config::parse(&format!("{TWO_CLUSTERS}copy = \"batches\"\n")).unwrap()[0];
     assert_eq!(flow.writing.copy, CopyKind::Batches);
     Config::parse(&format!(
@@ -96,6 +99,8 @@ fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
     for (extra, field) in [
         ("copy = \"batches\"\nreplication_policy = \"identity\"", "flows[0].copy"),
         ("copy = \"bytes\"", "flows[0].copy"),
+        ("copy = \"batches\"\ncompression = \"lz4\"", "flows[0].compression"),
+        ("compression = \"brotli\"", "flows[0].compression"),
     ] {
         let e = Config::parse(&format!("{TWO_CLUSTERS}{extra}\n")).expect_err(extra);
         assert_eq!(e.field, field, "{e}");
@@ -269,4 +274,22 @@ fn an_unknown_flow_key_is_named_with_the_closest_known_one() {
         e.to_string().contains("no such key (a [[flows]] table takes `source`"),
         "no guess when nothing is close: {e}"
     );
+}
+
+#[test]
+fn connections_per_broker_is_auto_or_1_to_16_naming_the_field() {
+    let on_b = |value: &str| {
+        TWO_CLUSTERS.replace(
+            "bootstrap_servers = \"h:2\"\n",
+            &format!("bootstrap_servers = \"h:2\"\nconnections_per_broker = {value}\n"),
+        )
+    };
+    assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].target.connections_per_broker, ConnectionsPerBroker::Auto);
+    assert_eq!(Config::parse(&on_b("\"auto\"")).unwrap()[0].target.connections_per_broker, ConnectionsPerBroker::Auto);
+    assert_eq!(Config::parse(&on_b("16")).unwrap()[0].target.connections_per_broker, ConnectionsPerBroker::Fixed(16));
+    for bad in ["0", "17", "-1", "\"many\""] {
+        let e = Config::parse(&on_b(bad)).expect_err(bad);
+        assert_eq!(e.field, "clusters[1].connections_per_broker", "{bad}: {e}");
+        assert!(e.to_string().contains("\"auto\" or 1 to 16"), "{bad}: {e}");
+    }
 }

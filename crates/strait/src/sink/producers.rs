@@ -16,13 +16,13 @@ use crate::admin::LARGEST_BATCH_BYTES;
 use crate::config::Flow;
 
 /// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
-/// duplicates across retries; CreateTime timestamps are set per record.
+/// duplicates across retries; CreateTime timestamps are set per record. The codec is the flow's
+/// `compression`.
 pub const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("enable.idempotence", "true"),
     ("acks", "all"),
     ("linger.ms", "5"),
     ("batch.size", BATCH_BYTES),
-    ("compression.type", "none"),
     // librdkafka's default (1,000,000) is below the broker's (1,048,588); let the target topic's
     // max.message.bytes decide, as for any Kafka client.
     ("message.max.bytes", LARGEST_BATCH_BYTES),
@@ -138,6 +138,7 @@ fn record_settings<'a>(
 ) -> Vec<(&'a str, &'a str)> {
     let mut settings = PRODUCER_SETTINGS.to_vec();
     settings.push(("queue.buffering.max.kbytes", queue_kbytes));
+    settings.push(("compression.type", flow.writing.compression.name()));
     match transaction {
         None => settings.extend_from_slice(AT_LEAST_ONCE_SETTINGS),
         Some((id, ms)) => settings.extend_from_slice(&[

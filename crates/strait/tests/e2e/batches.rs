@@ -61,7 +61,7 @@ fn replayed<T: PartialEq>(source: &[T], copied: &[T]) -> Option<usize> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batches_flow_stores_the_source_batches_as_they_are_and_a_sigkill_replays_only_unsaved_ones() {
-    let (replays, logs) = copy_through_a_sigkill("batches", "").await;
+    let (replays, logs) = copy_through_a_sigkill("batches", "", "").await;
     println!("records and batches written again after the SIGKILL, per codec: {replays:?}");
     assert!(logs.contains("flow started"), "{logs}");
 }
@@ -71,9 +71,11 @@ async fn a_batches_flow_stores_the_source_batches_as_they_are_and_a_sigkill_repl
 /// every source record and every source batch exactly once (at-least-once replays the batches
 /// after the last saved position), each target partition takes its source's bytes on disk
 /// within 2 %, and the restart took the slot's transactional id over before reading positions.
+/// Its client keeps 3 connections to each broker (issue 43), each partition on one of them.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_exactly_once_batches_flow_writes_nothing_twice_through_a_sigkill() {
-    let (replays, logs) = copy_through_a_sigkill("batcheos", "delivery = \"exactly_once\"").await;
+    let three = "connections_per_broker = 3\n";
+    let (replays, logs) = copy_through_a_sigkill("batcheos", "delivery = \"exactly_once\"", three).await;
     println!("records and batches written again after the SIGKILL, per codec: {replays:?}");
     assert!(replays.values().all(|r| (r.0, r.1) == (0, 0)), "exactly once: nothing written twice, {replays:?}");
     // The same batches take the same bytes: nothing else is on the target's disk but the markers.
@@ -85,6 +87,7 @@ async fn an_exactly_once_batches_flow_writes_nothing_twice_through_a_sigkill() {
         );
     }
     assert!(logs.contains("batch transactions initialised"), "{logs}");
+    assert!(logs.contains("batch path client connected") && logs.contains("connections_per_broker=3"), "{logs}");
 }
 
 /// What a batch stores apart from its producer's fields, CRC and offsets: attributes (the
@@ -195,12 +198,13 @@ async fn a_flow_switched_between_records_and_batches_at_restarts_copies_each_rec
     }
 }
 
-/// A batch flow (`flow_extra` added to its settings) over four partitions, one per codec,
+/// A batch flow (`flow_extra` added to its settings, `clusters_extra` to both clusters') over
+/// four partitions, one per codec,
 /// SIGKILLed while records arrive and started again; checks that the target holds the source's
 /// records and batches as they are, but for a replay at the kill, and that every offset sync
 /// maps a record to itself. Returns per codec the records and batches written again and the
 /// bytes on disk of source and target partition, and the restarted run's logs.
-async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str) -> (Replays, String) {
+async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str, clusters_extra: &str) -> (Replays, String) {
     let f = TopicFlow::new(prefix, 4).await;
     // Partition p in codec p: librdkafka's batches, then three of kafka-protocol's encoder whose
     // first record is stamped 0 (librdkafka sends 0 as "now"), then librdkafka's again.
@@ -223,8 +227,9 @@ async fn copy_through_a_sigkill(prefix: &str, flow_extra: &str) -> (Replays, Str
     }
     produce_all(&f.a, &f.topic, 600..1_200).await;
 
-    let config =
-        f.config(&format!("copy = \"batches\"\ncommit_interval_ms = 300\nemit_checkpoints = false\n{flow_extra}"));
+    let config = f
+        .config(&format!("copy = \"batches\"\ncommit_interval_ms = 300\nemit_checkpoints = false\n{flow_extra}"))
+        .replace("zones = []\n", &format!("zones = []\n{clusters_extra}"));
     let strait = Strait::start(&f.p, &config);
     wait_until("the first records copied", Duration::from_secs(60), || {
         count(&f.b, &f.remote).unwrap_or(0) >= 4 * 1_260

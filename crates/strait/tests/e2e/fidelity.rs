@@ -99,3 +99,47 @@ async fn timestamp_zero_is_never_changed_silently() {
         );
     }
 }
+
+/// `compression = "zstd"`: the record path writes zstd batches to a target topic that keeps the
+/// producer's codec (Kafka's default `compression.type = producer`), every record identical; the
+/// source's were uncompressed.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_record_path_produces_in_the_flows_codec() {
+    let (a, b) = (cluster(1), cluster(2));
+    let (src, dst) = (unique("zsrc"), unique("zdst"));
+    let topic = format!("{src}-t");
+    create_topic(&a, &topic, 2, &[]).await;
+    produce(&a, &topic, &(0..2_000).map(|i| record(i, (i % 2) as i32)).collect::<Vec<_>>()).await;
+    let flow = format!("topics = [\"{topic}\"]\ncompression = \"zstd\"");
+    let strait = Strait::start(&src, &two_cluster_config((&src, &a, ""), (&dst, &b, ""), &flow, ""));
+    let remote = format!("{src}.{topic}");
+    wait_until("replicated", Duration::from_secs(60), || count(&b, &remote) == Some(2_000)).await;
+    assert!(strait.stop().success(), "strait run exits 0 after SIGTERM");
+    // Records per codec of the topic's batches.
+    let codecs = |bootstrap: String, topic: String| async move {
+        let options = strait_wire::ClientOptions::plaintext("codec-test", Duration::from_secs(10));
+        let mut cluster = strait_wire::Cluster::connect(&bootstrap, options).await.unwrap();
+        cluster.refresh(&[topic.as_str()]).await.unwrap();
+        let mut records = std::collections::BTreeMap::new();
+        for b in crate::wire::fetch_all(&mut cluster, &topic, 2, 1 << 20)
+            .await
+            .values()
+            .flatten()
+            .flat_map(|f| f.committed())
+        {
+            *records.entry(format!("{:?}", b.compression())).or_insert(0) += b.record_count();
+        }
+        records
+    };
+    assert_eq!(codecs(a.clone(), topic.clone()).await, [("Some(None)".to_string(), 2_000)].into(), "the source's");
+    // librdkafka sends a batch that compression would not shrink (a lone small record) as it is.
+    let target = codecs(b.clone(), remote.clone()).await;
+    assert!(target.get("Some(Zstd)").is_some_and(|n| *n >= 1_900), "the target's records, per codec: {target:?}");
+    let (source, target) = (read_all(&a, &topic, false), read_all(&b, &remote, false));
+    for p in 0..2 {
+        let records = |all: &std::collections::BTreeMap<i32, Vec<(i64, Rec)>>| -> Vec<Rec> {
+            all[&p].iter().map(|(_, r)| r.clone()).collect()
+        };
+        assert_eq!(records(&target), records(&source), "partition {p}: every record identical, in order");
+    }
+}

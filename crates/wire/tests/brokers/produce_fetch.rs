@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kafka_protocol::records::RecordBatchDecoder;
 use strait_wire::batch::{Compression, Marker};
-use strait_wire::{Appended, Batch, ClientOptions, Cluster, FetchAt, Fetched, Outgoing, Producer};
+use strait_wire::{Appended, Batch, ClientOptions, Cluster, Connections, FetchAt, Fetched, Outgoing, Producer};
 
 use crate::made::{encoded_batch, fetch_all, transactions, CODECS};
 use crate::support::*;
@@ -123,12 +123,15 @@ async fn batches_produced_to_another_cluster_are_stored_as_fetched_but_for_produ
     let source_batches: BTreeMap<i32, Vec<Batch>> =
         fetched.iter().map(|(p, fs)| (*p, fs.iter().flat_map(|f| f.committed()).cloned().collect())).collect();
 
-    let mut to_target = Producer::init(
-        Cluster::connect(&b, ClientOptions::plaintext("wire-test", Duration::from_secs(10))).await.unwrap(),
-        Duration::from_secs(60),
-    )
-    .await
-    .expect("a producer id from the target");
+    // To the target and back over 3 connections to its broker (issue 43): each partition's
+    // batches on one of them, in order, its sequences running on.
+    let three = ClientOptions {
+        connections: Connections::PerBroker(3),
+        ..ClientOptions::plaintext("wire-test", Duration::from_secs(10))
+    };
+    let mut to_target = Producer::init(Cluster::connect(&b, three.clone()).await.unwrap(), Duration::from_secs(60))
+        .await
+        .expect("a producer id from the target");
     // Interleaved across partitions, in calls of 25 batches: each call keeps several requests in
     // flight, and a partition's sequence runs on from one call to the next.
     let longest = source_batches.values().map(Vec::len).max().unwrap();
@@ -143,10 +146,10 @@ async fn batches_produced_to_another_cluster_are_stored_as_fetched_but_for_produ
         }
     }
 
-    let mut from_target =
-        Cluster::connect(&b, ClientOptions::plaintext("wire-test", Duration::from_secs(10))).await.unwrap();
+    let mut from_target = Cluster::connect(&b, three).await.unwrap();
     from_target.refresh(&[&target]).await.unwrap();
     let stored = fetch_all(&mut from_target, &target, 4, 64 << 10).await;
+    assert_eq!(from_target.connections_open(), 3, "the 4 partitions fetched over 3 connections to the broker");
     let (producer_id, producer_epoch) = to_target.id();
     for (p, (name, _)) in CODECS.iter().enumerate() {
         let p = p as i32;

@@ -38,6 +38,7 @@ async fn batches_are_fetched_and_produced_over_sasl_ssl_by_scram_and_plain_and_b
         client_id: "wire-security-test".into(),
         timeout: Duration::from_secs(10),
         security: Security::from_client_settings(settings).expect("settings the client honours"),
+        connections: Default::default(),
     };
 
     for mechanism in ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] {

@@ -10,6 +10,7 @@ fn service(records: u32) -> ProduceService<u32> {
         bootstrap_servers: "127.0.0.1:1".into(),
         zones: Vec::new(),
         client: Default::default(),
+        connections_per_broker: Default::default(),
     };
     let mut service = ProduceService::new(&cluster, &[]).unwrap();
     service.in_flight.extend((0..records).map(Pending::new));

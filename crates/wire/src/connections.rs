@@ -1,0 +1,51 @@
+//! How many connections a [`crate::Cluster`] keeps to each broker (issue 43).
+
+use std::time::Duration;
+
+/// How many connections a [`crate::Cluster`] keeps to each broker, each partition's requests
+/// always on the same one so they stay in order (issue 43). Across a long link one TCP
+/// connection carries at most its window per round trip (6 MiB at 80 ms: 79 MB/s); several
+/// carry that each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Connections {
+    /// [`FAR_CONNECTIONS`] when the cluster's first answers took [`FAR_ROUND_TRIP`] or more
+    /// (another region), else 1.
+    #[default]
+    Auto,
+    /// This many (1 or more).
+    PerBroker(u16),
+}
+
+/// The round trip from which [`Connections::Auto`] takes a cluster for far: nearby (one region)
+/// answers take a few ms at most.
+pub const FAR_ROUND_TRIP: Duration = Duration::from_millis(15);
+/// Connections per broker [`Connections::Auto`] keeps to a far cluster (MM2 users run 4 tasks
+/// across a WAN for the same reason).
+pub const FAR_CONNECTIONS: u16 = 4;
+
+impl Connections {
+    /// The connections per broker for a cluster whose quickest answer took `round_trip`.
+    pub fn per_broker(self, round_trip: Duration) -> usize {
+        match self {
+            Connections::PerBroker(n) => usize::from(n.max(1)),
+            Connections::Auto if round_trip >= FAR_ROUND_TRIP => usize::from(FAR_CONNECTIONS),
+            Connections::Auto => 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_opens_several_only_to_a_far_cluster() {
+        let ms = Duration::from_millis;
+        assert_eq!(Connections::Auto.per_broker(ms(1)), 1, "the same region");
+        assert_eq!(Connections::Auto.per_broker(ms(14)), 1);
+        assert_eq!(Connections::Auto.per_broker(ms(15)), 4, "another region");
+        assert_eq!(Connections::Auto.per_broker(ms(80)), 4);
+        assert_eq!(Connections::PerBroker(3).per_broker(ms(80)), 3, "as set");
+        assert_eq!(Connections::PerBroker(0).per_broker(ms(1)), 1, "at least one");
+    }
+}
