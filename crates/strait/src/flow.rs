@@ -23,8 +23,7 @@ use self::once_per_flow::{once_per_flow_failure, start_once_per_flow, stop_once_
 use crate::config::{Delivery, Flow};
 use crate::consume::SharedConsumer;
 use crate::metrics::metrics;
-use crate::sink::service::DataProducer;
-use crate::sink::{shared_record_producer, SinkParams, TargetSink};
+use crate::sink::{record_producers, shared_record_producer, RecordProducers, SinkParams, TargetSink};
 use crate::slots::{others_in_group, slot_of, SlotEvent, SlotGroup};
 use crate::source::KafkaSource;
 use crate::watch::{run_watch, Committed};
@@ -44,7 +43,12 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     up(false);
     // Invalid client settings do not heal: the flow stops at once, naming the client.
     let records = match flow.delivery() {
-        Delivery::AtLeastOnce => Some(shared_record_producer(&flow)?),
+        Delivery::AtLeastOnce => {
+            let first = shared_record_producer(&flow)?;
+            let more = || record_producers(&flow, first.clone());
+            let Some(all) = with_backoff(&flow, "flow", &cancel, more).await? else { return Ok(()) };
+            Some(all)
+        }
         Delivery::ExactlyOnce { .. } => None,
     };
     let clients = Clients { consumer: KafkaSource::shared_consumer(&flow)?, records };
@@ -73,9 +77,9 @@ type SlotEnd = (u32, u64);
 #[derive(Clone)]
 struct Clients {
     consumer: Arc<SharedConsumer>,
-    /// The record producer (at-least-once); none exactly-once, where each slot has its own
+    /// The record producers (at-least-once); none exactly-once, where each slot has its own
     /// transactional one.
-    records: Option<Arc<DataProducer>>,
+    records: Option<RecordProducers>,
 }
 
 /// A slot's data path, running.

@@ -52,9 +52,11 @@ use crate::record::ReplicatedRecord;
 use ledger::Ledger;
 use loop_guard::LoopGuard;
 use mode::Mode;
-pub use producers::{shared_record_producer, AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_KBYTES, PRODUCER_SETTINGS};
+pub use producers::{
+    record_producers, shared_record_producer, RecordProducers, AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_KBYTES,
+    PRODUCER_SETTINGS,
+};
 use records::RecordPath;
-use service::DataProducer;
 use target::Target;
 use topics::TopicRouter;
 use writer::Writer;
@@ -105,15 +107,15 @@ impl TargetSink {
         Self::start_with(params, None).await
     }
 
-    /// [`Self::start`], the records written through `records`, a producer of
-    /// [`shared_record_producer`] that the other slots this instance owns share, in at-least-once
-    /// mode (exactly-once, each slot's records need their own transactional producer, and
-    /// `records` is not used). Errors: as [`Self::start`].
-    pub async fn start_sharing(params: SinkParams, records: &Arc<DataProducer>) -> Result<Self, ConnectError> {
+    /// [`Self::start`], the records written through `records` ([`record_producers`]), which the
+    /// other slots this instance owns share, in at-least-once mode (exactly-once, each slot's
+    /// records need their own transactional producer, and `records` is not used). Errors: as
+    /// [`Self::start`].
+    pub async fn start_sharing(params: SinkParams, records: &RecordProducers) -> Result<Self, ConnectError> {
         Self::start_with(params, Some(records)).await
     }
 
-    async fn start_with(params: SinkParams, shared: Option<&Arc<DataProducer>>) -> Result<Self, ConnectError> {
+    async fn start_with(params: SinkParams, shared: Option<&RecordProducers>) -> Result<Self, ConnectError> {
         let SinkParams { flow, slot } = params;
         // What does not depend on another step runs together: across a long link each step is
         // a few round trips, and in sequence they made a start of seconds.

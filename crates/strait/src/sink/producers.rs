@@ -4,7 +4,7 @@
 //! of offset syncs and positions, which fences the slot.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::Producer;
@@ -13,7 +13,8 @@ use strait_connect::{ConnectError, ConnectResult};
 use super::in_flight::InFlight;
 use super::service::{DataProducer, ProduceService};
 use crate::admin::LARGEST_BATCH_BYTES;
-use crate::config::Flow;
+use crate::config::{ConnectionsPerBroker, Flow};
+use crate::kafka::{blocking, METADATA_TIMEOUT};
 
 /// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
 /// duplicates across retries; CreateTime timestamps are set per record. The codec is the flow's
@@ -117,15 +118,57 @@ pub async fn state_producer(flow: &Flow, slot: u32) -> ConnectResult<ProduceServ
     producer_service(flow, slot, Some(STATE_TRANSACTION_TIMEOUT), STATE_SETTINGS).await
 }
 
-/// The record producer the slots of a flow an instance owns share in at-least-once mode
-/// ([`ProduceService::join`]): idempotent and gap-less, with no `transactional.id` (each slot's
-/// state producer fences the slot), and the flow's whole queue (`queue.buffering.max.kbytes`
-/// [`PRODUCER_QUEUE_KBYTES`]), which bounds the records an instance holds between put and ack.
-/// Errors: a backend error when the producer cannot be created (invalid settings).
+/// The at-least-once record producers the slots of a flow an instance owns share, each slot a
+/// lane of each ([`ProduceService::join`]): one per connection to each target broker
+/// (`connections_per_broker`), each partition's records always through the same one.
+pub type RecordProducers = Arc<[Arc<DataProducer>]>;
+
+/// The first of a flow's [`RecordProducers`]: idempotent and gap-less, with no
+/// `transactional.id` (each slot's state producer fences the slot), and the flow's whole queue
+/// (`queue.buffering.max.kbytes` [`PRODUCER_QUEUE_KBYTES`]), which bounds the records an
+/// instance holds between put and ack, per producer. Errors: a backend error when the producer
+/// cannot be created (invalid settings).
 pub fn shared_record_producer(flow: &Flow) -> ConnectResult<Arc<DataProducer>> {
     let queue_kbytes = PRODUCER_QUEUE_KBYTES.to_string();
     ProduceService::<InFlight>::new_producer(&flow.target, &record_settings(flow, &queue_kbytes, None, &[]))
         .map_err(|e| ConnectError::backend(format!("record producer for {}", flow.target.alias), e))
+}
+
+/// `first` ([`shared_record_producer`]) and as many more as the target's
+/// `connections_per_broker` asks: as set, or `auto`'s ([`strait_wire::Connections::Auto`]) from
+/// how long `first` waits for a metadata answer once connected: a round trip, and the time to
+/// send the cluster's metadata (so a cluster of very many topics may count as far). Errors:
+/// retriable when the target does not answer.
+pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectResult<RecordProducers> {
+    let (per_broker, round_trip) = match flow.target.connections_per_broker {
+        ConnectionsPerBroker::Fixed(n) => (usize::from(n), None),
+        ConnectionsPerBroker::Auto => {
+            let producer = first.clone();
+            let rtt = blocking(move || {
+                // The first answer waits for the connection (its TLS and SASL too), the second
+                // may wait for the one to the broker the first named: the quickest of 3 more.
+                producer.client().fetch_metadata(None, METADATA_TIMEOUT)?;
+                let mut quickest = Duration::MAX;
+                for _ in 0..3 {
+                    let asked = Instant::now();
+                    producer.client().fetch_metadata(None, METADATA_TIMEOUT)?;
+                    quickest = quickest.min(asked.elapsed());
+                }
+                Ok::<_, KafkaError>(quickest)
+            })
+            .await
+            .map_err(|e| {
+                ConnectError::retriable(format!("measure the round trip to {}", flow.target.named("target")), e)
+            })?;
+            (strait_wire::Connections::Auto.per_broker(rtt), Some(rtt))
+        }
+    };
+    let mut producers = vec![first];
+    while producers.len() < per_broker {
+        producers.push(shared_record_producer(flow)?);
+    }
+    tracing::info!(flow = %flow.name, producers = per_broker, round_trip_ms = round_trip.map(|t| t.as_millis() as u64), "record producers to the target: one connection per broker each");
+    Ok(producers.into())
 }
 
 /// The settings of a producer of `flow`: transactional with `transaction` (its

@@ -5,9 +5,12 @@
 //!
 //! Acks come tagged with a sequence number from the delivery callback (`sink/acks.rs`).
 //!
-//! At-least-once, the slots an instance owns share one record producer (issue 26: one producer
-//! per slot cost 2.7× the CPU per GB): each slot's service is a lane of it ([`ProduceService::join`]),
-//! with its own records in flight and acks, routed back by the lane the delivery opaque carries.
+//! At-least-once, the slots an instance owns share the flow's record producers (issue 26: one
+//! producer per slot cost 2.7× the CPU per GB): each slot's service is a lane of each
+//! ([`ProduceService::join`]), with its own records in flight and acks, routed back by the lane
+//! the delivery opaque carries. Across a long link there are several (`connections_per_broker`,
+//! issue 43: one TCP connection carries one window per round trip), each partition's records
+//! always through the same one, so they stay in order under its idempotence.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -60,12 +63,18 @@ fn own_fault(e: &KafkaError) -> bool {
     !e.rdkafka_error_code().is_some_and(|c| CONSEQUENCES.contains(&c))
 }
 
-/// A lane of a producer (its own, or one shared by the slots of an instance) plus its records
-/// in flight, in produce order.
-pub struct ProduceService<M> {
+/// A producer a service sends through, and the service's lane of it: the high bits of its
+/// records' delivery opaques.
+struct Joined {
     producer: Arc<DataProducer>,
-    /// This service's lane of the producer: the high bits of its records' delivery opaques.
     lane: usize,
+}
+
+/// A lane of one producer (its own, or one shared by the slots of an instance), or of each of
+/// several, plus its records in flight, in produce order.
+pub struct ProduceService<M> {
+    /// Never empty; a transactional service has one.
+    producers: Vec<Joined>,
     acks: Arc<Acks>,
     /// Reports taken from `acks`, not yet matched to their records.
     taken: VecDeque<Ack>,
@@ -88,20 +97,27 @@ impl<M: Clone> ProduceService<M> {
 
     /// A service with a producer of its own ([`Self::new_producer`]). Errors: invalid config.
     pub fn new(cluster: &ClusterConfig, settings: &[(&str, &str)]) -> Result<Self, KafkaError> {
-        Self::join(&Self::new_producer(cluster, settings)?)
+        Self::join(&[Self::new_producer(cluster, settings)?])
     }
 
-    /// A service sending through `producer` beside the others that joined it, each with its own
-    /// records in flight and acks. Errors: the producer has `LANES` (65,536) services already.
-    pub fn join(producer: &Arc<DataProducer>) -> Result<Self, KafkaError> {
+    /// A service sending through `producers` (at least one) beside the others that joined them,
+    /// each with its own records in flight and acks; a partition's records always go through the
+    /// same one. Errors: a producer has `LANES` (65,536) services already.
+    pub fn join(producers: &[Arc<DataProducer>]) -> Result<Self, KafkaError> {
         let acks = Arc::new(Acks::default());
-        let lane = producer
-            .context()
-            .open(acks.clone())
-            .ok_or_else(|| KafkaError::ClientCreation(format!("a producer serves at most {LANES} slots at once")))?;
+        let mut joined = Vec::with_capacity(producers.len());
+        for producer in producers {
+            let Some(lane) = producer.context().open(acks.clone()) else {
+                for j in &joined {
+                    let Joined { producer, lane } = j;
+                    producer.context().close(*lane);
+                }
+                return Err(KafkaError::ClientCreation(format!("a producer serves at most {LANES} slots at once")));
+            };
+            joined.push(Joined { producer: producer.clone(), lane });
+        }
         Ok(Self {
-            producer: producer.clone(),
-            lane,
+            producers: joined,
             acks,
             taken: VecDeque::new(),
             in_flight: VecDeque::new(),
@@ -121,9 +137,23 @@ impl<M: Clone> ProduceService<M> {
         seq < self.first_seq || self.index_of(seq).is_some_and(|i| self.in_flight[i].downstream.is_some())
     }
 
-    /// The producer, for metadata checks.
+    /// The (first) producer, for metadata checks.
     pub fn producer(&self) -> &Arc<DataProducer> {
-        &self.producer
+        &self.producers[0].producer
+    }
+
+    /// The producer `topic`/`partition`'s records go through: each topic's partitions spread
+    /// over them in turn; a record without a partition goes through the first.
+    fn pick(&self, topic: &str, partition: Option<i32>) -> &Joined {
+        let n = self.producers.len();
+        let index = match partition {
+            Some(p) if n > 1 => {
+                let offset = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b)));
+                offset.wrapping_add(p.unsigned_abs() as usize) % n
+            }
+            _ => 0,
+        };
+        &self.producers[index]
     }
 
     /// Forgets every record in flight (after an aborted transaction): their acks, still to come,
@@ -140,7 +170,7 @@ impl<M: Clone> ProduceService<M> {
         &self,
         call: impl FnOnce(&DataProducer) -> Result<T, KafkaError> + Send + 'static,
     ) -> Result<T, KafkaError> {
-        let producer = self.producer.clone();
+        let producer = self.producer().clone();
         blocking(move || call(&producer)).await
     }
 
@@ -148,22 +178,27 @@ impl<M: Clone> ProduceService<M> {
     /// record's delivery report (librdkafka's `rd_kafka_flush`, which skips `linger.ms` while it
     /// runs): a commit waits for every ack anyway, so lingering would only lengthen it. The
     /// reports still arrive through `wait_acks`. A timeout is not an error: `wait_acks` goes on
-    /// waiting. A producer shared with other services is not flushed (the flush would wait for
+    /// waiting. Producers shared with other services are not flushed (the flush would wait for
     /// theirs too, which keep coming): the acks then come after `linger.ms` (5 ms).
     pub async fn flush(&self, timeout: Duration) {
-        if self.producer.context().open_lanes() > 1 {
+        if self.producers.iter().any(|j| j.producer.context().open_lanes() > 1) {
             return;
         }
-        let producer = self.producer.clone();
+        let producers: Vec<Arc<DataProducer>> = self.producers.iter().map(|j| j.producer.clone()).collect();
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: the pointer is the live producer's, kept alive by the `Arc` moved in; librdkafka
-        // allows flushing from any thread.
-        blocking(move || unsafe { rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), ms) }).await;
+        blocking(move || {
+            for producer in producers {
+                // SAFETY: the pointer is the live producer's, kept alive by the `Arc` moved in;
+                // librdkafka allows flushing from any thread.
+                unsafe { rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), ms) };
+            }
+        })
+        .await;
     }
 
-    /// The producer's fatal error, if it has one (for instance fenced by a newer instance).
+    /// A producer's fatal error, if one has one (for instance fenced by a newer instance).
     pub fn fatal_error(&self) -> Option<(RDKafkaErrorCode, String)> {
-        self.producer.client().fatal_error()
+        self.producers.iter().find_map(|j| j.producer.client().fatal_error())
     }
 
     /// Queues `record` described by `meta`. While librdkafka's queue is full, takes the acks
@@ -177,9 +212,12 @@ impl<M: Clone> ProduceService<M> {
         meta: M,
         on_ack: &mut impl FnMut(&M, i64),
     ) -> Result<(), Failed<M>> {
-        record = record.delivery_opaque((self.lane << SEQ_BITS) | ((self.first_seq + self.in_flight.len()) & SEQ_MASK));
+        let joined = self.pick(record.topic, record.partition);
+        let producer = joined.producer.clone();
+        record =
+            record.delivery_opaque((joined.lane << SEQ_BITS) | ((self.first_seq + self.in_flight.len()) & SEQ_MASK));
         loop {
-            match self.producer.send(record) {
+            match producer.send(record) {
                 Ok(()) => {
                     self.in_flight.push_back(Pending::new(meta));
                     return Ok(());
@@ -333,7 +371,9 @@ impl<M: Clone> ProduceService<M> {
 
 impl<M> Drop for ProduceService<M> {
     fn drop(&mut self) {
-        self.producer.context().close(self.lane);
+        for Joined { producer, lane } in &self.producers {
+            producer.context().close(*lane);
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
 use super::ledger::Ledger;
 use super::mm2_offsets::Mm2Offsets;
-use super::producers::producer_service;
+use super::producers::{producer_service, RecordProducers};
 use super::service::{DataProducer, Failed, ProduceService};
 use super::state::{self, PositionRecords};
 use crate::config::{CopyKind, Delivery, Flow};
@@ -104,7 +104,7 @@ impl Target {
         flow: &Flow,
         slot: u32,
         mm2_partitions: Option<u32>,
-        shared: Option<&Arc<DataProducer>>,
+        shared: Option<&RecordProducers>,
     ) -> ConnectResult<Self> {
         let records = async {
             match (flow.delivery(), shared) {

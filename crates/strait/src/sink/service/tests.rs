@@ -5,16 +5,41 @@ use super::*;
 /// A service with `records` in flight (sequence numbers 0..records, described by the same
 /// number) whose producer never connects: reports are pushed by hand, in any order.
 fn service(records: u32) -> ProduceService<u32> {
-    let cluster = ClusterConfig {
+    let mut service = ProduceService::new(&unreachable(), &[]).unwrap();
+    service.in_flight.extend((0..records).map(Pending::new));
+    service
+}
+
+/// A target cluster no producer reaches.
+fn unreachable() -> ClusterConfig {
+    ClusterConfig {
         alias: "t".into(),
         bootstrap_servers: "127.0.0.1:1".into(),
         zones: Vec::new(),
         client: Default::default(),
         connections_per_broker: Default::default(),
-    };
-    let mut service = ProduceService::new(&cluster, &[]).unwrap();
-    service.in_flight.extend((0..records).map(Pending::new));
-    service
+    }
+}
+
+/// Across a long link a service sends through several producers (one connection each): each
+/// partition's records always through the same one, the partitions spread over all, and the
+/// acks of every one come back to the service, in its one produce order.
+#[tokio::test]
+async fn a_service_of_several_producers_keeps_a_partition_on_one_and_takes_every_ones_acks() {
+    let producers: Vec<_> = (0..2).map(|_| ProduceService::<u32>::new_producer(&unreachable(), &[]).unwrap()).collect();
+    let mut service = ProduceService::<u32>::join(&producers).unwrap();
+    let picked =
+        |s: &ProduceService<u32>, p: i32| s.producers.iter().position(|j| std::ptr::eq(j, s.pick("t", Some(p))));
+    let spread: Vec<_> = (0..6).map(|p| picked(&service, p).unwrap()).collect();
+    assert_eq!(spread, (0..6).map(|p| picked(&service, p).unwrap()).collect::<Vec<_>>(), "always the same one");
+    assert!(spread.contains(&0) && spread.contains(&1), "the partitions spread over both: {spread:?}");
+    service.in_flight.extend((0..2).map(Pending::new));
+    for (seq, j) in service.producers.iter().enumerate() {
+        j.producer.context().route((j.lane << SEQ_BITS) | seq, Ok(100 + seq as i64));
+    }
+    let mut acked = Vec::new();
+    service.take_received_acks(&mut |meta, offset| acked.push((*meta, offset))).unwrap();
+    assert_eq!(acked, vec![(0, 100), (1, 101)]);
 }
 
 #[tokio::test]
@@ -35,12 +60,12 @@ async fn an_ack_reported_after_a_later_records_refusal_is_kept() {
 #[tokio::test]
 async fn services_sharing_a_producer_get_only_their_own_acks() {
     let mut a = service(2);
-    let mut b = ProduceService::<u32>::join(a.producer()).unwrap();
+    let mut b = ProduceService::<u32>::join(std::slice::from_ref(a.producer())).unwrap();
     b.in_flight.extend((0..2).map(|meta| Pending::new(10 + meta)));
     let producer = a.producer().clone();
     let context = producer.context();
     // Both lanes have records with sequence numbers 0 and 1: the lane bits tell them apart.
-    let (lane_a, lane_b) = (a.lane << SEQ_BITS, b.lane << SEQ_BITS);
+    let (lane_a, lane_b) = (a.producers[0].lane << SEQ_BITS, b.producers[0].lane << SEQ_BITS);
     context.route(lane_b | 1, Ok(501));
     context.route(lane_a, Ok(100));
     context.route(lane_b, Ok(500));
@@ -50,11 +75,11 @@ async fn services_sharing_a_producer_get_only_their_own_acks() {
     assert_eq!(got_a, vec![(0, 100)]);
     assert_eq!(got_b, vec![(11, 501), (10, 500)], "handed on as they arrive");
     // A closed lane's reports go nowhere, and its id is not handed out again at once.
-    let closed = b.lane;
+    let closed = b.producers[0].lane;
     drop(b);
     context.route(closed << SEQ_BITS, Ok(7));
-    let c = ProduceService::<u32>::join(a.producer()).unwrap();
-    assert_ne!(c.lane, closed);
+    let c = ProduceService::<u32>::join(std::slice::from_ref(a.producer())).unwrap();
+    assert_ne!(c.producers[0].lane, closed);
     assert!(c.acks.received().is_empty());
 }
 
