@@ -42,19 +42,27 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     let up = |running: bool| metrics().set_flow_up(&flow.name, &flow.source.alias, &flow.target.alias, running);
     up(false);
     // Invalid client settings do not heal: the flow stops at once, naming the client.
-    let records = match flow.delivery() {
-        Delivery::AtLeastOnce => {
-            let first = shared_record_producer(&flow)?;
-            let more = || record_producers(&flow, first.clone());
-            let Some(all) = with_backoff(&flow, "flow", &cancel, more).await? else { return Ok(()) };
-            Some(all)
-        }
+    let first = match flow.delivery() {
+        Delivery::AtLeastOnce => Some(shared_record_producer(&flow)?),
         Delivery::ExactlyOnce { .. } => None,
     };
-    let clients = Clients { consumer: KafkaSource::shared_consumer(&flow)?, records };
-    let Some((group, mut events)) = with_backoff(&flow, "flow", &cancel, || SlotGroup::join(&flow)).await? else {
+    let consumer = KafkaSource::shared_consumer(&flow)?;
+    // Each is a few round trips to the target: across a long link, together.
+    let records = async {
+        match &first {
+            Some(first) => {
+                Ok(with_backoff(&flow, "flow", &cancel, || record_producers(&flow, first.clone())).await?.map(Some))
+            }
+            None => Ok(Some(None)),
+        }
+    };
+    let joined = with_backoff(&flow, "flow", &cancel, || SlotGroup::join(&flow));
+    // A permanent failure of either stops the other.
+    let (records, joined) = tokio::try_join!(records, joined)?;
+    let (Some(records), Some((group, mut events))) = (records, joined) else {
         return Ok(());
     };
+    let clients = Clients { consumer, records };
     up(true);
     let mut instance = Instance::new(flow.clone(), clients, &cancel);
     let run = instance.run(&mut events, &cancel).await;

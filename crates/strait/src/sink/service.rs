@@ -142,18 +142,16 @@ impl<M: Clone> ProduceService<M> {
         &self.producers[0].producer
     }
 
-    /// The producer `topic`/`partition`'s records go through: each topic's partitions spread
-    /// over them in turn; a record without a partition goes through the first.
-    fn pick(&self, topic: &str, partition: Option<i32>) -> &Joined {
-        let n = self.producers.len();
-        let index = match partition {
-            Some(p) if n > 1 => {
+    /// The index of the producer `topic`/`partition`'s records go through: each topic's
+    /// partitions spread over them in turn; a record without a partition goes through the first.
+    fn pick(&self, topic: &str, partition: Option<i32>) -> usize {
+        match partition {
+            Some(p) if self.producers.len() > 1 => {
                 let offset = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b)));
-                offset.wrapping_add(p.unsigned_abs() as usize) % n
+                offset.wrapping_add(p.unsigned_abs() as usize) % self.producers.len()
             }
             _ => 0,
-        };
-        &self.producers[index]
+        }
     }
 
     /// Forgets every record in flight (after an aborted transaction): their acks, still to come,
@@ -212,12 +210,11 @@ impl<M: Clone> ProduceService<M> {
         meta: M,
         on_ack: &mut impl FnMut(&M, i64),
     ) -> Result<(), Failed<M>> {
-        let joined = self.pick(record.topic, record.partition);
-        let producer = joined.producer.clone();
-        record =
-            record.delivery_opaque((joined.lane << SEQ_BITS) | ((self.first_seq + self.in_flight.len()) & SEQ_MASK));
+        let k = self.pick(record.topic, record.partition);
+        let seq = (self.first_seq + self.in_flight.len()) & SEQ_MASK;
+        record = record.delivery_opaque((self.producers[k].lane << SEQ_BITS) | seq);
         loop {
-            match producer.send(record) {
+            match self.producers[k].producer.send(record) {
                 Ok(()) => {
                     self.in_flight.push_back(Pending::new(meta));
                     return Ok(());
