@@ -47,19 +47,17 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
         Delivery::ExactlyOnce { .. } => None,
     };
     let consumer = KafkaSource::shared_consumer(&flow)?;
-    // Each is a few round trips to the target: across a long link, together.
-    let records = async {
-        match &first {
-            Some(first) => {
-                Ok(with_backoff(&flow, "flow", &cancel, || record_producers(&flow, first.clone())).await?.map(Some))
+    // Each is a few round trips to the target: across a long link, together, in one attempt.
+    let start = || async {
+        let records = async {
+            match &first {
+                Some(first) => record_producers(&flow, first.clone()).await.map(Some),
+                None => Ok(None),
             }
-            None => Ok(Some(None)),
-        }
+        };
+        tokio::try_join!(records, SlotGroup::join(&flow))
     };
-    let joined = with_backoff(&flow, "flow", &cancel, || SlotGroup::join(&flow));
-    // A permanent failure of either stops the other.
-    let (records, joined) = tokio::try_join!(records, joined)?;
-    let (Some(records), Some((group, mut events))) = (records, joined) else {
+    let Some((records, (group, mut events))) = with_backoff(&flow, "flow", &cancel, start).await? else {
         return Ok(());
     };
     let clients = Clients { consumer, records };

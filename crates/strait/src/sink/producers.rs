@@ -14,7 +14,7 @@ use super::in_flight::InFlight;
 use super::service::{DataProducer, ProduceService};
 use crate::admin::LARGEST_BATCH_BYTES;
 use crate::config::{ConnectionsPerBroker, Flow};
-use crate::kafka::{blocking, METADATA_TIMEOUT};
+use crate::kafka::{blocking, connect_error, METADATA_TIMEOUT};
 
 /// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
 /// duplicates across retries; CreateTime timestamps are set per record. The codec is the flow's
@@ -138,7 +138,7 @@ pub fn shared_record_producer(flow: &Flow) -> ConnectResult<Arc<DataProducer>> {
 /// `connections_per_broker` asks: as set, or `auto`'s ([`strait_wire::Connections::Auto`]) from
 /// how long `first` waits for a metadata answer once connected: a round trip, and the time to
 /// send the cluster's metadata (so a cluster of very many topics may count as far). Errors:
-/// retriable when the target does not answer.
+/// as [`connect_error`] when the target does not answer or refuses.
 pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectResult<RecordProducers> {
     let (per_broker, round_trip) = match flow.target.connections_per_broker {
         ConnectionsPerBroker::Fixed(n) => (usize::from(n), None),
@@ -158,7 +158,11 @@ pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectR
             })
             .await
             .map_err(|e| {
-                ConnectError::retriable(format!("measure the round trip to {}", flow.target.named("target")), e)
+                let what = format!(
+                    "measure the round trip on cluster {} at {}",
+                    flow.target.alias, flow.target.bootstrap_servers
+                );
+                connect_error(what, e)
             })?;
             (strait_wire::Connections::Auto.per_broker(rtt), Some(rtt))
         }
