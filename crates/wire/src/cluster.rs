@@ -11,6 +11,7 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use crate::conn::{ClientOptions, Connection};
+use crate::connections::Route;
 use crate::error::WireError;
 use crate::fetch::{FetchRound, Fetches};
 use crate::fetched::FetchAt;
@@ -30,22 +31,6 @@ pub struct Leader {
     pub broker: i32,
     /// Its leader epoch: fetches carry it so a stale leader refuses them (KIP-320).
     pub epoch: i32,
-}
-
-/// One of the connections to a broker ([`crate::Connections`]): the broker's id and which of
-/// its connections. A partition always goes through the same one ([`Cluster::route`]), so its
-/// requests stay in order; metadata, offsets and transactions use the first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Route {
-    pub(crate) broker: i32,
-    pub(crate) index: usize,
-}
-
-impl Route {
-    /// `broker`'s first connection.
-    pub(crate) fn first(broker: i32) -> Self {
-        Self { broker, index: 0 }
-    }
 }
 
 /// The brokers of one cluster and the leaders of the partitions asked about.

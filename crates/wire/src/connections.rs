@@ -1,4 +1,5 @@
-//! How many connections a [`crate::Cluster`] keeps to each broker (issue 43).
+//! How many connections a [`crate::Cluster`] keeps to each broker (issue 43), and which one a
+//! request goes through ([`Route`]).
 
 use std::time::Duration;
 
@@ -31,6 +32,22 @@ impl Connections {
             Connections::Auto if round_trip >= FAR_ROUND_TRIP => usize::from(FAR_CONNECTIONS),
             Connections::Auto => 1,
         }
+    }
+}
+
+/// One of the connections to a broker ([`Connections`]): the broker's id and which of its
+/// connections. A partition always goes through the same one (the [`crate::Cluster`] picks it),
+/// so its requests stay in order; metadata, offsets and transactions use the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Route {
+    pub(crate) broker: i32,
+    pub(crate) index: usize,
+}
+
+impl Route {
+    /// `broker`'s first connection.
+    pub(crate) fn first(broker: i32) -> Self {
+        Self { broker, index: 0 }
     }
 }
 

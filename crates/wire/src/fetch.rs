@@ -14,8 +14,8 @@ use kafka_protocol::ResponseError;
 
 use tokio::task::JoinHandle;
 
-use crate::cluster::Route;
 use crate::conn::{ClientOptions, Connection};
+use crate::connections::Route;
 use crate::error::WireError;
 use crate::fetched::{FetchAt, Fetched};
 use crate::retry::doubling;

@@ -17,8 +17,9 @@ use kafka_protocol::messages::TransactionalId;
 use tokio::sync::mpsc;
 
 use crate::batch::Batch;
-use crate::cluster::{Cluster, Route};
+use crate::cluster::Cluster;
 use crate::conn::Connection;
+use crate::connections::Route;
 use crate::error::WireError;
 use crate::retry::{doubling, BACKOFF, MAX_BACKOFF};
 use crate::send::{drive, Appended, Driven, Lane};
