@@ -26,7 +26,7 @@ use strait_connect::{ConnectError, ConnectResult};
 use tokio::sync::oneshot;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
-use crate::config::{ClusterConfig, ConnectionsPerBroker};
+use crate::config::ClusterConfig;
 use crate::producer::{delivery_outcome, PolledProducer};
 
 /// Longest wait for a metadata or watermark answer.
@@ -195,15 +195,11 @@ const WIRE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn wire_cluster(cluster: &ClusterConfig, what: &str) -> ConnectResult<strait_wire::Cluster> {
     let security = strait_wire::Security::from_client_settings(&cluster.client)
         .map_err(|e| ConnectError::invalid(format!("clusters {} client \"{}\"", cluster.alias, e.key), e.reason))?;
-    let connections = match cluster.connections_per_broker {
-        ConnectionsPerBroker::Auto => strait_wire::Connections::Auto,
-        ConnectionsPerBroker::Fixed(n) => strait_wire::Connections::PerBroker(n),
-    };
     let options = strait_wire::ClientOptions {
         client_id: format!("strait-{}", cluster.alias),
         timeout: WIRE_REQUEST_TIMEOUT,
         security,
-        connections,
+        connections: cluster.connections_per_broker.wire(),
     };
     let connected = strait_wire::Cluster::connect(&cluster.bootstrap_servers, options)
         .await

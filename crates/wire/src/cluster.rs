@@ -11,7 +11,7 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use crate::conn::{ClientOptions, Connection};
-use crate::connections::Route;
+use crate::connections::{connection_of, Route};
 use crate::error::WireError;
 use crate::fetch::{FetchRound, Fetches};
 use crate::fetched::FetchAt;
@@ -81,12 +81,10 @@ impl Cluster {
         self.connections.values().filter(|c| !c.is_broken()).count()
     }
 
-    /// The connection of `broker` that `topic`/`partition`'s requests go through: each topic's
-    /// partitions spread over them in turn.
+    /// The connection of `broker` that `topic`/`partition`'s requests go through
+    /// ([`connection_of`]).
     pub(crate) fn route(&self, broker: i32, topic: &str, partition: i32) -> Route {
-        let offset = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b)));
-        let index = offset.wrapping_add(partition.unsigned_abs() as usize) % self.per_broker;
-        Route { broker, index }
+        Route { broker, index: connection_of(topic, partition, self.per_broker) }
     }
 
     /// Asks the brokers, and the leaders and id of every partition of `topics`, through the first

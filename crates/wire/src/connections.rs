@@ -35,6 +35,14 @@ impl Connections {
     }
 }
 
+/// Which of `per_broker` connections (0 to `per_broker - 1`) `topic`/`partition`'s requests go
+/// through: each topic's partitions spread over them in turn, always the same for a partition.
+/// Strait's record producers, one connection each, are picked by it too.
+pub fn connection_of(topic: &str, partition: i32, per_broker: usize) -> usize {
+    let offset = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b)));
+    offset.wrapping_add(partition.unsigned_abs() as usize) % per_broker.max(1)
+}
+
 /// One of the connections to a broker ([`Connections`]): the broker's id and which of its
 /// connections. A partition always goes through the same one (the [`crate::Cluster`] picks it),
 /// so its requests stay in order; metadata, offsets and transactions use the first.

@@ -60,7 +60,7 @@ mod transactional;
 pub use batch::Batch;
 pub use cluster::{Cluster, Leader};
 pub use conn::{Answer, ClientOptions, Connection};
-pub use connections::{Connections, FAR_CONNECTIONS, FAR_ROUND_TRIP};
+pub use connections::{connection_of, Connections, FAR_CONNECTIONS, FAR_ROUND_TRIP};
 pub use error::WireError;
 pub use fetch::FetchRound;
 pub use fetched::{Aborted, Diverging, FetchAt, Fetched};

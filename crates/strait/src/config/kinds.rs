@@ -105,8 +105,8 @@ impl Compression {
     }
 }
 
-/// Connections the batch path's client keeps to each broker of a cluster
-/// (`connections_per_broker`, issue 43): across a long link one TCP connection carries at most
+/// Connections Strait keeps to each broker of a cluster (`connections_per_broker`, issue 43): the
+/// batch path's client, and as a target the at-least-once record producers, one connection each: across a long link one TCP connection carries at most
 /// its window per round trip, several carry that each. A partition's requests always go through
 /// the same one, so order, idempotence and transactions are as with one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -122,6 +122,15 @@ impl ConnectionsPerBroker {
     /// Whether it is the default, `auto` (left out when a config is written).
     pub fn is_auto(&self) -> bool {
         *self == ConnectionsPerBroker::Auto
+    }
+
+    /// The setting as `strait-wire` takes it, whose [`strait_wire::Connections::per_broker`]
+    /// decides the count for the batch path and the record producers alike.
+    pub fn wire(self) -> strait_wire::Connections {
+        match self {
+            ConnectionsPerBroker::Auto => strait_wire::Connections::Auto,
+            ConnectionsPerBroker::Fixed(n) => strait_wire::Connections::PerBroker(n),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use strait_connect::{ConnectError, ConnectResult};
 use super::in_flight::InFlight;
 use super::service::{DataProducer, ProduceService};
 use crate::admin::LARGEST_BATCH_BYTES;
-use crate::config::{ConnectionsPerBroker, Flow};
+use crate::config::Flow;
 use crate::kafka::{blocking, connect_error, METADATA_TIMEOUT};
 
 /// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
@@ -140,9 +140,10 @@ pub fn shared_record_producer(flow: &Flow) -> ConnectResult<Arc<DataProducer>> {
 /// send the cluster's metadata (so a cluster of very many topics may count as far). Errors:
 /// as [`connect_error`] when the target does not answer or refuses.
 pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectResult<RecordProducers> {
-    let (per_broker, round_trip) = match flow.target.connections_per_broker {
-        ConnectionsPerBroker::Fixed(n) => (usize::from(n), None),
-        ConnectionsPerBroker::Auto => {
+    let connections = flow.target.connections_per_broker.wire();
+    let round_trip = match connections {
+        strait_wire::Connections::PerBroker(_) => None,
+        strait_wire::Connections::Auto => {
             let producer = first.clone();
             let rtt = blocking(move || {
                 // The first answer waits for the connection (its TLS and SASL too), the second
@@ -164,9 +165,10 @@ pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectR
                 );
                 connect_error(what, e)
             })?;
-            (strait_wire::Connections::Auto.per_broker(rtt), Some(rtt))
+            Some(rtt)
         }
     };
+    let per_broker = connections.per_broker(round_trip.unwrap_or_default());
     let mut producers = vec![first];
     while producers.len() < per_broker {
         producers.push(shared_record_producer(flow)?);

@@ -104,26 +104,22 @@ impl<M: Clone> ProduceService<M> {
     /// each with its own records in flight and acks; a partition's records always go through the
     /// same one. Errors: a producer has `LANES` (65,536) services already.
     pub fn join(producers: &[Arc<DataProducer>]) -> Result<Self, KafkaError> {
-        let acks = Arc::new(Acks::default());
-        let mut joined = Vec::with_capacity(producers.len());
-        for producer in producers {
-            let Some(lane) = producer.context().open(acks.clone()) else {
-                for j in &joined {
-                    let Joined { producer, lane } = j;
-                    producer.context().close(*lane);
-                }
-                return Err(KafkaError::ClientCreation(format!("a producer serves at most {LANES} slots at once")));
-            };
-            joined.push(Joined { producer: producer.clone(), lane });
-        }
-        Ok(Self {
-            producers: joined,
-            acks,
+        let mut service = Self {
+            producers: Vec::with_capacity(producers.len()),
+            acks: Arc::new(Acks::default()),
             taken: VecDeque::new(),
             in_flight: VecDeque::new(),
             first_seq: 0,
             failures: 0,
-        })
+        };
+        for producer in producers {
+            // On failure, dropping `service` closes the lanes opened so far.
+            let lane = producer.context().open(service.acks.clone()).ok_or_else(|| {
+                KafkaError::ClientCreation(format!("a producer serves at most {LANES} slots at once"))
+            })?;
+            service.producers.push(Joined { producer: producer.clone(), lane });
+        }
+        Ok(service)
     }
 
     /// Records given to the producer so far (acknowledged or not).
@@ -142,14 +138,12 @@ impl<M: Clone> ProduceService<M> {
         &self.producers[0].producer
     }
 
-    /// The index of the producer `topic`/`partition`'s records go through: each topic's
-    /// partitions spread over them in turn; a record without a partition goes through the first.
+    /// The index of the producer `topic`/`partition`'s records go through, as the batch path picks
+    /// a connection ([`strait_wire::connection_of`]); a record without a partition goes through
+    /// the first.
     fn pick(&self, topic: &str, partition: Option<i32>) -> usize {
         match partition {
-            Some(p) if self.producers.len() > 1 => {
-                let offset = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b)));
-                offset.wrapping_add(p.unsigned_abs() as usize) % self.producers.len()
-            }
+            Some(p) if self.producers.len() > 1 => strait_wire::connection_of(topic, p, self.producers.len()),
             _ => 0,
         }
     }
