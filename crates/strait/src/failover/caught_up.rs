@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::Flow;
-use crate::kafka::{blocking, listed_watermarks, METADATA_TIMEOUT};
+use crate::kafka::{blocking, ends_read, listed_watermarks, METADATA_TIMEOUT};
 use crate::positions::{self, Positions};
 
 /// Longest gap read to count its committed records; a larger gap counts as that many records.
@@ -138,8 +138,8 @@ fn committed_records(
                 position = m.offset() + 1;
                 progress = Instant::now();
             }
-            Some(Err(e)) => return Err(e),
-            None => {
+            Some(Err(e)) if ends_read(&e) => return Err(e),
+            Some(Err(_)) | None => {
                 // Past markers and aborted records only the consumer's position moves.
                 let now = reader.position()?.find_partition(topic, partition).map(|e| e.offset());
                 if let Some(Offset::Offset(p)) = now {

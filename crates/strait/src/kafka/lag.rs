@@ -22,6 +22,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use super::ends_read;
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::ClusterConfig;
 
@@ -132,12 +133,15 @@ impl LagReader {
         let mut positions: HashMap<usize, i64> = open.values().map(|i| (*i, gaps[*i].from)).collect();
         let mut progress = Instant::now();
         while !open.is_empty() && progress.elapsed() < STALL {
-            if let Some(message) = self.consumer.poll(POLL) {
-                let m = message?;
-                if let Some(i) = open.remove(&(m.topic().to_string(), m.partition())) {
-                    seen[i] = Some(Seen::Record(m.offset()));
-                    progress = Instant::now();
+            match self.consumer.poll(POLL) {
+                Some(Err(e)) if ends_read(&e) => return Err(e),
+                Some(Ok(m)) => {
+                    if let Some(i) = open.remove(&(m.topic().to_string(), m.partition())) {
+                        seen[i] = Some(Seen::Record(m.offset()));
+                        progress = Instant::now();
+                    }
                 }
+                Some(Err(_)) | None => {}
             }
             // Past markers and aborted records only the consumer's position moves.
             let now = self.consumer.position()?;

@@ -24,6 +24,15 @@ pub fn is_denied(code: RDKafkaErrorCode) -> bool {
     DENIED.contains(&code)
 }
 
+/// Whether a consumer's poll error ends a read: a fatal client error, or a refusal no retry
+/// fixes. Anything else (a connection to a broker refused, a leader moving) is an event the
+/// client goes on retrying past, logged by [`crate::client_log`]; the read's own stall timeout
+/// bounds the wait. (A bootstrap address of a broker that is down gives such an event on most
+/// starts during the outage.)
+pub fn ends_read(e: &KafkaError) -> bool {
+    matches!(e, KafkaError::MessageConsumptionFatal(_)) || code_of(e).is_some_and(is_denied)
+}
+
 /// The broker or librdkafka error code of `e`; rdkafka gives none for admin errors, though they
 /// carry one.
 fn code_of(e: &KafkaError) -> Option<RDKafkaErrorCode> {
@@ -168,6 +177,17 @@ mod tests {
                     bootstrap_servers = \"h:2\"\n[[flows]]\nsource = \"a\"\ntarget = \"b\"\nreplication_factor = 3\n\
                     [flows.scale_out]\nenabled = true\nslots = 4\nsession_timeout_ms = 1000\n";
         Config::parse(toml).unwrap().remove(0)
+    }
+
+    #[test]
+    fn a_read_ends_on_fatal_errors_and_refusals_only() {
+        let consumption = |code| KafkaError::MessageConsumption(code);
+        assert!(!ends_read(&consumption(C::BrokerTransportFailure)));
+        assert!(!ends_read(&consumption(C::AllBrokersDown)));
+        assert!(!ends_read(&consumption(C::NotLeaderForPartition)));
+        assert!(ends_read(&KafkaError::MessageConsumptionFatal(C::BrokerTransportFailure)));
+        assert!(ends_read(&consumption(C::TopicAuthorizationFailed)));
+        assert!(ends_read(&consumption(C::SaslAuthenticationFailed)));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::{blocking, watermarks, METADATA_TIMEOUT};
+use super::{blocking, ends_read, watermarks, METADATA_TIMEOUT};
 use crate::client_log::{ClientLog, LoggedConsumer};
 use crate::config::ClusterConfig;
 
@@ -141,8 +141,8 @@ impl StateReader {
                         out.push((record, m.timestamp().to_millis()));
                     }
                 }
-                Some(Err(e)) => return Err(e),
-                None => {
+                Some(Err(e)) if ends_read(&e) => return Err(e),
+                Some(Err(_)) | None => {
                     // Past a commit marker or an aborted transaction no record arrives: the
                     // consumer's position tells how far it got.
                     let fetched = consumer.position()?.find_partition(topic, partition).map(|e| e.offset());

@@ -26,6 +26,7 @@ use crate::support::*;
 mod batches;
 mod one_broker_down;
 mod stalls;
+mod start_while_down;
 mod target_broker_down;
 mod watermarks;
 

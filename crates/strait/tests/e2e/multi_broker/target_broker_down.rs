@@ -142,9 +142,14 @@ async fn one_target_broker_down(copy: &str, (how, fault, heal, outage, position_
         // the coordinator's move (the broker session timeout, 6 s here, then the group loaded
         // elsewhere): at the default 10 s, one CI run saw the session time out first, the slot
         // revoked and the flow restarted (16.8 s / 25.0 s). That is the group's own hazard
-        // (docs/operations.md), not the data path's, which this test measures.
+        // (docs/operations.md), not the data path's, which this test measures. A frozen coordinator
+        // is worse: it answers no heartbeat, and the slot group's client looked elsewhere only when
+        // its session ran out ("session timed out ... after 30019 ms without a successful response
+        // from the group coordinator (broker 3)", a CI run whose 30 s session equalled the freeze:
+        // the slot revoked, a 10.9 s stall). So the session outlasts the outage.
         &format!(
-            "topics = [\"{topic}\"]\ncommit_interval_ms = 300\ncopy = \"{copy}\"\n[flows.scale_out]\nsession_timeout_ms = 30000\n"
+            "topics = [\"{topic}\"]\ncommit_interval_ms = 300\ncopy = \"{copy}\"\n[flows.scale_out]\nsession_timeout_ms = {}\n",
+            (outage + Duration::from_secs(15)).as_millis()
         ),
         "",
     );
