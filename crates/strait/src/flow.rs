@@ -11,7 +11,7 @@ mod backoff;
 mod once_per_flow;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use strait_connect::{ConnectError, ConnectResult, ConnectorRuntime, RuntimeConfig, RuntimeState};
 use tokio::sync::mpsc;
@@ -23,7 +23,7 @@ use self::once_per_flow::{once_per_flow_failure, start_once_per_flow, stop_once_
 use crate::config::{Delivery, Flow};
 use crate::consume::SharedConsumer;
 use crate::metrics::metrics;
-use crate::sink::{record_producers, shared_record_producer, RecordProducers, SinkParams, TargetSink};
+use crate::sink::{record_producers, shared_record_producer, RecordProducers, SinkParams, TargetReady, TargetSink};
 use crate::slots::{others_in_group, slot_of, SlotEvent, SlotGroup};
 use crate::source::KafkaSource;
 use crate::watch::{run_watch, Committed};
@@ -55,12 +55,12 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
                 None => Ok(None),
             }
         };
-        tokio::try_join!(records, SlotGroup::join(&flow))
+        tokio::try_join!(records, SlotGroup::join(&flow), TargetSink::prepare(&flow))
     };
-    let Some((records, (group, mut events))) = with_backoff(&flow, "flow", &cancel, start).await? else {
+    let Some((records, (group, mut events), ready)) = with_backoff(&flow, "flow", &cancel, start).await? else {
         return Ok(());
     };
-    let clients = Clients { consumer, records };
+    let clients = Clients { consumer, records, ready: Arc::new(Mutex::new(Some(ready))) };
     up(true);
     let mut instance = Instance::new(flow.clone(), clients, &cancel);
     let run = instance.run(&mut events, &cancel).await;
@@ -86,6 +86,9 @@ struct Clients {
     /// The record producers (at-least-once); none exactly-once, where each slot has its own
     /// transactional one.
     records: Option<RecordProducers>,
+    /// The target made ready while the flow joined its slot group, for the first slot start;
+    /// later starts (another slot, a restart) make it ready again.
+    ready: Arc<Mutex<Option<TargetReady>>>,
 }
 
 /// A slot's data path, running.
@@ -297,9 +300,10 @@ async fn run_slot(
     }
 }
 
-/// The sink first (through the shared record producer, when there is one), fencing the slot's
-/// previous owner; then the positions it left, where the source starts, reading through the
-/// shared consumer; then the target topics of the partitions the source was assigned, all at once.
+/// The sink first (on the target the flow made ready, through the shared record producers when
+/// there are some), fencing the slot's previous owner; then the positions it left, where the source
+/// starts, reading through the shared consumer; then the target topics of the partitions the
+/// source was assigned, all at once.
 async fn start(
     flow: Arc<Flow>,
     slot: u32,
@@ -307,10 +311,12 @@ async fn start(
     committed: Committed,
 ) -> ConnectResult<(KafkaSource, TargetSink)> {
     let params = SinkParams { flow: flow.clone(), slot };
-    let mut sink = match &clients.records {
-        Some(records) => TargetSink::start_sharing(params, records).await?,
-        None => TargetSink::start(params).await?,
+    let made = clients.ready.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let ready = match made {
+        Some(ready) => ready,
+        None => TargetSink::prepare(&flow).await?,
     };
+    let mut sink = TargetSink::start_ready(params, ready, clients.records.as_ref()).await?;
     let stored = crate::resume::load::stored(&flow, slot).await?;
     let source = KafkaSource::start_sharing(flow, slot, stored, committed, sink.topic_ids(), &clients.consumer).await?;
     sink.prepare_topics(&source.assigned_topics()).await?;

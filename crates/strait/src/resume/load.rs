@@ -24,17 +24,23 @@ use crate::slots::slot_of;
 /// are the last committed ones. Errors: an offset error naming the topic that cannot be read; a
 /// backend error when the target does not answer the check.
 pub async fn stored(flow: &Flow, slot: u32) -> ConnectResult<Stored> {
-    let loaded = positions::load_checked(&flow.target, &flow.name)
-        .await
-        .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))?;
+    // Reads that do not wait on each other go together: across a long link each is several
+    // round trips.
+    let positions = async {
+        positions::load_checked(&flow.target, &flow.name)
+            .await
+            .map_err(|e| ConnectError::offset(format!("read {POSITIONS_TOPIC} on {}", flow.target.alias), e))
+    };
+    let mm2 = async {
+        mm2_offsets::load(flow)
+            .await
+            .map_err(|e| ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic(), flow.target.alias), e))
+    };
+    let (loaded, mm2) = tokio::try_join!(positions, mm2)?;
     let ours = |tp: &Partition| slot_of(&tp.0, tp.1, flow.slots()) == slot;
     let checked: Vec<Partition> =
         loaded.valid.keys().chain(loaded.invalid.keys()).filter(|tp| ours(tp)).cloned().collect();
-    let last_syncs = last_syncs(flow, &checked).await?;
-    let target_ends = target_ends(flow, &checked).await?;
-    let mm2 = mm2_offsets::load(flow)
-        .await
-        .map_err(|e| ConnectError::offset(format!("read {} on {}", flow.mm2_offsets_topic(), flow.target.alias), e))?;
+    let (last_syncs, target_ends) = tokio::try_join!(last_syncs(flow, &checked), target_ends(flow, &checked))?;
     Ok(Stored { strait: loaded.valid, invalid: loaded.invalid, last_syncs, target_ends, mm2 })
 }
 

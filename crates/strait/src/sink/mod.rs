@@ -72,6 +72,16 @@ pub struct SinkParams {
     pub slot: u32,
 }
 
+/// What [`TargetSink::prepare`] learned and ensured for a flow's sinks: both cluster ids (the
+/// loop guard's provenance) and the MM2 offsets topic's partition count (`None` without
+/// `write_mm2_offsets`).
+#[derive(Debug, Clone)]
+pub struct TargetReady {
+    target_id: String,
+    source_id: String,
+    mm2_partitions: Option<u32>,
+}
+
 /// The [`Sink`] of a flow: writes [`ReplicatedRecord`]s, offset syncs (MM2's
 /// `OffsetSyncWriter`, in MM2's format) and source positions to the target.
 ///
@@ -104,21 +114,16 @@ impl TargetSink {
     /// [`ConnectError::Transaction`] / [`ConnectError::Retriable`] when the target refuses, or
     /// cannot yet initialise, the slot's transactions.
     pub async fn start(params: SinkParams) -> Result<Self, ConnectError> {
-        Self::start_with(params, None).await
+        let ready = Self::prepare(&params.flow).await?;
+        Self::start_ready(params, ready, None).await
     }
 
-    /// [`Self::start`], the records written through `records` ([`record_producers`]), which the
-    /// other slots this instance owns share, in at-least-once mode (exactly-once, each slot's
-    /// records need their own transactional producer, and `records` is not used). Errors: as
-    /// [`Self::start`].
-    pub async fn start_sharing(params: SinkParams, records: &RecordProducers) -> Result<Self, ConnectError> {
-        Self::start_with(params, Some(records)).await
-    }
-
-    async fn start_with(params: SinkParams, shared: Option<&RecordProducers>) -> Result<Self, ConnectError> {
-        let SinkParams { flow, slot } = params;
-        // What does not depend on another step runs together: across a long link each step is
-        // a few round trips, and in sequence they made a start of seconds.
+    /// The part of [`Self::start`] that no slot owns: both cluster ids, and the positions,
+    /// offset-syncs and (with `write_mm2_offsets`) MM2 offsets topics, ensured. A flow does it
+    /// while it joins its slot group, so across a long link it costs no time of its own.
+    /// Errors: as [`Self::start`].
+    pub async fn prepare(flow: &Flow) -> ConnectResult<TargetReady> {
+        // Every step is a few round trips: across a long link, in sequence, they made seconds.
         let (syncs_cluster, syncs_topic) = flow.offset_syncs();
         let rf = flow.writing.replication_factor;
         let state_topic = |cluster: &ClusterConfig, topic: &str| {
@@ -132,8 +137,23 @@ impl TargetSink {
             cluster_id(&flow.source),
             state_topic(&flow.target, POSITIONS_TOPIC),
             state_topic(syncs_cluster, &syncs_topic),
-            mm2_offsets::Mm2Offsets::ensure_topic(&flow),
+            mm2_offsets::Mm2Offsets::ensure_topic(flow),
         )?;
+        Ok(TargetReady { target_id, source_id, mm2_partitions })
+    }
+
+    /// [`Self::start`] on a target made ready by [`Self::prepare`]; in at-least-once mode the
+    /// records are written through `shared` when given ([`record_producers`], which the other
+    /// slots this instance owns share; exactly-once, each slot's records need their own
+    /// transactional producer, and `shared` is not used). Errors: as [`Self::start`].
+    pub async fn start_ready(
+        params: SinkParams,
+        ready: TargetReady,
+        shared: Option<&RecordProducers>,
+    ) -> Result<Self, ConnectError> {
+        let SinkParams { flow, slot } = params;
+        let TargetReady { target_id, source_id, mm2_partitions } = ready;
+        let (syncs_cluster, syncs_topic) = flow.offset_syncs();
         // Every producer holding the slot's transactional id has fenced the previous owner
         // before the positions are read.
         let (target, mut mode) = tokio::try_join!(
