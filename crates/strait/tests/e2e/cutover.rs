@@ -92,11 +92,24 @@ async fn strait_resumes_where_mirror_maker_2_stopped() {
     commit_group(&f.a, &group, &committed(9_000));
     let strait = Strait::start(&f.p, &config);
     wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION as usize + 333, Duration::from_secs(60)).await;
-    wait_until("Strait checkpoints the group's new offsets", Duration::from_secs(60), || {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
         let cps = checkpoints(&f.b, &f.src);
-        (0..PARTITIONS).all(|p| last_checkpoint(&cps, &group, &f.remote, p).is_some_and(|(up, _)| up == 9_000))
-    })
-    .await;
+        let last: Vec<_> = (0..PARTITIONS).map(|p| last_checkpoint(&cps, &group, &f.remote, p)).collect();
+        if last.iter().all(|c| c.is_some_and(|(up, _)| up == 9_000)) {
+            break;
+        }
+        if Instant::now() > deadline {
+            // What Strait's own translation gives, to tell a missing translation from a missing
+            // emission (a CI run once saw neither a checkpoint nor a warning).
+            let translated = translate_cli(&write_config(&f.p, &config), &flow.name, &group);
+            panic!(
+                "no checkpoint at 9000: last {last:?}, translate-offsets {translated:?}; see {}",
+                strait.log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let logs = strait.logs();
     assert!(strait.stop().success(), "{logs}");
     assert!(logs.contains("where MirrorMaker 2 stopped"), "{logs}");
