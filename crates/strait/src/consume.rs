@@ -119,6 +119,11 @@ impl SharedConsumer {
         Ok(Arc::new(Self { queue, main, consumer: Arc::new(consumer) }))
     }
 
+    /// The consumer, for metadata.
+    pub fn consumer(&self) -> &Arc<LoggedConsumer> {
+        &self.consumer
+    }
+
     /// Forwards the records of `topic`/`partition` to `to`.
     ///
     /// # Safety

@@ -21,11 +21,10 @@ use tokio_util::sync::CancellationToken;
 use self::backoff::{with_backoff, BACKOFF_MAX, BACKOFF_MIN};
 use self::once_per_flow::{once_per_flow_failure, start_once_per_flow, stop_once_per_flow};
 use crate::config::{Delivery, Flow};
-use crate::consume::SharedConsumer;
 use crate::metrics::metrics;
 use crate::sink::{record_producers, shared_record_producer, RecordProducers, SinkParams, TargetReady, TargetSink};
 use crate::slots::{others_in_group, slot_of, SlotEvent, SlotGroup};
-use crate::source::KafkaSource;
+use crate::source::{source_consumer, source_consumers, KafkaSource, SourceConsumers};
 use crate::watch::{run_watch, Committed};
 
 /// Runs `flow` on this instance until `cancel` (then drains the slots it owns, leaves the slot
@@ -46,7 +45,7 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
         Delivery::AtLeastOnce => Some(shared_record_producer(&flow)?),
         Delivery::ExactlyOnce { .. } => None,
     };
-    let consumer = KafkaSource::shared_consumer(&flow)?;
+    let consumer = source_consumer(&flow)?;
     // Each is a few round trips to the target: across a long link, together, in one attempt.
     let start = || async {
         let records = async {
@@ -55,12 +54,14 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
                 None => Ok(None),
             }
         };
-        tokio::try_join!(records, SlotGroup::join(&flow), TargetSink::prepare(&flow))
+        let consumers = source_consumers(&flow, consumer.clone());
+        tokio::try_join!(records, consumers, SlotGroup::join(&flow), TargetSink::prepare(&flow))
     };
-    let Some((records, (group, mut events), ready)) = with_backoff(&flow, "flow", &cancel, start).await? else {
+    let Some((records, consumers, (group, mut events), ready)) = with_backoff(&flow, "flow", &cancel, start).await?
+    else {
         return Ok(());
     };
-    let clients = Clients { consumer, records, ready: Arc::new(Mutex::new(Some(ready))) };
+    let clients = Clients { consumers, records, ready: Arc::new(Mutex::new(Some(ready))) };
     up(true);
     let mut instance = Instance::new(flow.clone(), clients, &cancel);
     let run = instance.run(&mut events, &cancel).await;
@@ -82,7 +83,7 @@ type SlotEnd = (u32, u64);
 /// The clients the slots of this instance share.
 #[derive(Clone)]
 struct Clients {
-    consumer: Arc<SharedConsumer>,
+    consumers: SourceConsumers,
     /// The record producers (at-least-once); none exactly-once, where each slot has its own
     /// transactional one.
     records: Option<RecordProducers>,
@@ -318,7 +319,8 @@ async fn start(
     };
     let mut sink = TargetSink::start_ready(params, ready, clients.records.as_ref()).await?;
     let stored = crate::resume::load::stored(&flow, slot).await?;
-    let source = KafkaSource::start_sharing(flow, slot, stored, committed, sink.topic_ids(), &clients.consumer).await?;
+    let source =
+        KafkaSource::start_sharing(flow, slot, stored, committed, sink.topic_ids(), &clients.consumers).await?;
     sink.prepare_topics(&source.assigned_topics()).await?;
     Ok((source, sink))
 }

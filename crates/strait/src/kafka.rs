@@ -32,6 +32,23 @@ use crate::producer::{delivery_outcome, PolledProducer};
 /// Longest wait for a metadata or watermark answer.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the quickest of 3 metadata answers of `client` took once connected: a round trip to
+/// the cluster, and the time to send its metadata (so a cluster of very many topics may count as
+/// far). [`strait_wire::Connections::Auto`] decides on it. Blocking. Errors: the cluster does not
+/// answer within [`METADATA_TIMEOUT`].
+pub fn round_trip<C: ClientContext>(client: &rdkafka::client::Client<C>) -> Result<Duration, KafkaError> {
+    // The first answer waits for the connection (its TLS and SASL too), the second may wait for
+    // the one to the broker the first named: the quickest of 3 more.
+    client.fetch_metadata(None, METADATA_TIMEOUT)?;
+    let mut quickest = Duration::MAX;
+    for _ in 0..3 {
+        let asked = Instant::now();
+        client.fetch_metadata(None, METADATA_TIMEOUT)?;
+        quickest = quickest.min(asked.elapsed());
+    }
+    Ok(quickest)
+}
+
 /// Runs blocking librdkafka calls (metadata, watermarks, transactions) off the async workers.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     joined(tokio::task::spawn_blocking(f)).await

@@ -27,9 +27,9 @@ pub struct ClusterConfig {
     /// strings. Default: none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub client: BTreeMap<String, String>,
-    /// Connections kept to each broker by the batch path's client and, as a target, by the
-    /// at-least-once record producers: `"auto"` or 1 to 16 ([`ConnectionsPerBroker`]). Default
-    /// `"auto"`.
+    /// Connections kept to each broker by the batch path's client, as a source by the record
+    /// path's consumers, and as a target by the at-least-once record producers: `"auto"` or 1
+    /// to 16 ([`ConnectionsPerBroker`]). Default `"auto"`.
     #[serde(default, skip_serializing_if = "ConnectionsPerBroker::is_auto")]
     pub connections_per_broker: ConnectionsPerBroker,
 }

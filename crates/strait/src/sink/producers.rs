@@ -4,7 +4,7 @@
 //! of offset syncs and positions, which fences the slot.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::Producer;
@@ -14,7 +14,7 @@ use super::in_flight::InFlight;
 use super::service::{DataProducer, ProduceService};
 use crate::admin::LARGEST_BATCH_BYTES;
 use crate::config::Flow;
-use crate::kafka::{blocking, connect_error, METADATA_TIMEOUT};
+use crate::kafka::{blocking, connect_error, round_trip};
 
 /// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
 /// duplicates across retries; CreateTime timestamps are set per record. The codec is the flow's
@@ -136,8 +136,7 @@ pub fn shared_record_producer(flow: &Flow) -> ConnectResult<Arc<DataProducer>> {
 
 /// `first` ([`shared_record_producer`]) and as many more as the target's
 /// `connections_per_broker` asks: as set, or `auto`'s ([`strait_wire::Connections::Auto`]) from
-/// how long `first` waits for a metadata answer once connected: a round trip, and the time to
-/// send the cluster's metadata (so a cluster of very many topics may count as far). Errors:
+/// `first`'s [`round_trip`]. Errors:
 /// as [`connect_error`] when the target does not answer or refuses.
 pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectResult<RecordProducers> {
     let connections = flow.target.connections_per_broker.wire();
@@ -145,20 +144,7 @@ pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectR
         strait_wire::Connections::PerBroker(_) => None,
         strait_wire::Connections::Auto => {
             let producer = first.clone();
-            let rtt = blocking(move || {
-                // The first answer waits for the connection (its TLS and SASL too), the second
-                // may wait for the one to the broker the first named: the quickest of 3 more.
-                producer.client().fetch_metadata(None, METADATA_TIMEOUT)?;
-                let mut quickest = Duration::MAX;
-                for _ in 0..3 {
-                    let asked = Instant::now();
-                    producer.client().fetch_metadata(None, METADATA_TIMEOUT)?;
-                    quickest = quickest.min(asked.elapsed());
-                }
-                Ok::<_, KafkaError>(quickest)
-            })
-            .await
-            .map_err(|e| {
+            let rtt = blocking(move || round_trip(producer.client())).await.map_err(|e| {
                 let what = format!(
                     "measure the round trip on cluster {} at {}",
                     flow.target.alias, flow.target.bootstrap_servers

@@ -13,6 +13,7 @@
 
 mod assign;
 mod batches;
+mod consumers;
 mod reader;
 mod records;
 mod recreate;
@@ -31,15 +32,15 @@ use rdkafka::{Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Source, SourceOffset};
 use tokio::task::JoinHandle;
 
-use crate::client_log::ClientLog;
 use crate::config::Flow;
-use crate::consume::{SharedConsumer, SourceReader};
+use crate::consume::SourceReader;
 use crate::metrics::metrics;
 use crate::positions::TopicIds;
 use crate::record::ReplicatedRecord;
 use crate::resume::Stored;
 use crate::topic_id::TopicId;
 use crate::watch::Committed;
+pub use consumers::{source_consumer, source_consumers, SourceConsumers};
 use reader::PartitionReader;
 use records::TopicNames;
 use recreation::Recreations;
@@ -47,8 +48,8 @@ use throttle::Throttle;
 
 /// The [`Source`] of a flow.
 pub struct KafkaSource {
-    /// The source consumer's lane: metadata and offsets (and with `copy = "records"` the
-    /// records, through [`Self::partitions`]).
+    /// The first source consumer's lane: metadata and offsets (with `copy = "records"` the
+    /// records come through it and the other consumers' lanes, in [`Self::partitions`]).
     reader: Arc<SourceReader>,
     /// What reads the partitions: the flow's copy kind.
     partitions: PartitionReader,
@@ -125,42 +126,25 @@ impl KafkaSource {
         committed: Committed,
         ids: TopicIds,
     ) -> ConnectResult<Self> {
-        let consumer = Self::shared_consumer(&flow)?;
-        Self::start_sharing(flow, slot, stored, committed, ids, &consumer).await
+        let consumers = source_consumers(&flow, source_consumer(&flow)?).await?;
+        Self::start_sharing(flow, slot, stored, committed, ids, &consumers).await
     }
 
-    /// The source consumer the slots of `flow` an instance owns share ([`Self::start_sharing`]):
-    /// manual assignment, `read_committed`, its prefetch the share of one slot (so the slots
-    /// together hold what one consumer would). Errors: a backend error when it cannot be created.
-    pub fn shared_consumer(flow: &Flow) -> ConnectResult<Arc<SharedConsumer>> {
-        // The prefetch is split between the flow's slots (see `Flow::slot_share`); librdkafka
-        // measures it against the queue a partition's records go to, which is the slot's.
-        let prefetch = (flow.slot_share(8192, 1024).to_string(), flow.slot_share(20_000, 1_000).to_string());
-        let mut settings = CONSUMER_SETTINGS.to_vec();
-        settings.extend([
-            ("queued.max.messages.kbytes", prefetch.0.as_str()),
-            ("queued.min.messages", prefetch.1.as_str()),
-        ]);
-        flow.source
-            .client_config(&settings)
-            .set("group.id", format!("strait-{}", flow.name))
-            .create_with_context(ClientLog)
-            .and_then(SharedConsumer::new)
-            .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))
-    }
-
-    /// [`Self::start`], reading through `consumer` ([`Self::shared_consumer`]) beside the other
-    /// slots this instance owns: the records of this slot's partitions come to a queue of its own.
-    /// Errors: as [`Self::start`].
+    /// [`Self::start`], reading through `consumers` ([`source_consumers`]) beside the other
+    /// slots this instance owns: the records of this slot's partitions come to queues of its own,
+    /// one per consumer. Errors: as [`Self::start`].
     pub async fn start_sharing(
         flow: Arc<Flow>,
         slot: u32,
         stored: Stored,
         committed: Committed,
         ids: TopicIds,
-        consumer: &Arc<SharedConsumer>,
+        consumers: &SourceConsumers,
     ) -> ConnectResult<Self> {
-        let reader = SourceReader::lane(consumer)
+        let lanes = consumers
+            .iter()
+            .map(|c| SourceReader::lane(c).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ConnectError::backend(format!("consumer for source {}", flow.source.alias), e))?;
         // The flow's cap, split between its slots as its batches are.
         let throttle = flow.reading.max_bytes_per_second.map(|cap| {
@@ -168,8 +152,8 @@ impl KafkaSource {
             let share = u64::try_from(flow.slot_share(total, 1)).unwrap_or(u64::MAX);
             (Throttle::new(share, Instant::now()), metrics().throttled_ms(&flow.source.alias, &flow.target.alias))
         });
-        let reader = Arc::new(reader);
-        let partitions = PartitionReader::start(&flow, &reader).await?;
+        let reader = lanes[0].clone();
+        let partitions = PartitionReader::start(&flow, lanes).await?;
         let mut source = Self {
             reader,
             partitions,

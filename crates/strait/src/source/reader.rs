@@ -31,18 +31,18 @@ pub(super) struct Unassigned {
 
 /// What reads the partitions of a slot.
 pub(super) enum PartitionReader {
-    /// `copy = "records"`: the slot's lane of librdkafka's consumer, by topic name.
+    /// `copy = "records"`: the slot's lanes of librdkafka's consumers, by topic name.
     Records(RecordLane),
     /// `copy = "batches"`: whole batches fetched by topic id (KIP-516) through `strait-wire`.
     Batches(BatchReader),
 }
 
 impl PartitionReader {
-    /// The reader of `flow`'s copy kind; records are read through `lane`. Errors: as
-    /// [`BatchReader::start`].
-    pub(super) async fn start(flow: &Flow, lane: &Arc<SourceReader>) -> ConnectResult<Self> {
+    /// The reader of `flow`'s copy kind; records are read through `lanes`, one per source
+    /// consumer. Errors: as [`BatchReader::start`].
+    pub(super) async fn start(flow: &Flow, lanes: Vec<Arc<SourceReader>>) -> ConnectResult<Self> {
         Ok(match flow.writing.copy {
-            CopyKind::Records => Self::Records(RecordLane::new(lane.clone())),
+            CopyKind::Records => Self::Records(RecordLane::new(lanes)),
             CopyKind::Batches => Self::Batches(BatchReader::start(flow, BatchReader::queue_share(flow)).await?),
         })
     }

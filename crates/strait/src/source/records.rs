@@ -1,8 +1,9 @@
-//! `copy = "records"` on the source side: the slot's lane of librdkafka's consumer, which reads
-//! by topic name; the records of a poll taken from it up to the batch's bounds, each holding its
+//! `copy = "records"` on the source side: the slot's lanes of librdkafka's consumers (one, or
+//! several across a long link), which read by topic name; the records of a poll taken from it up to the batch's bounds, each holding its
 //! message (no copy of key and value) and one shared copy of its topic name.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,57 +11,83 @@ use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, SourceOffset};
+use strait_wire::connection_of;
 
 use crate::config::Flow;
 use crate::consume::{KafkaMessage, SourceReader};
 use crate::kafka::{blocking, connect_error, is_denied};
 use crate::record::ReplicatedRecord;
 
-/// How often a slot forwards its partitions to its queue again ([`SourceReader::reroute`]).
+/// How often a slot forwards its partitions to its queues again ([`SourceReader::reroute`]).
 const REROUTE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The slot's lane of the source consumer, reading its partitions' records.
+/// With several consumers, how long a wait for the first record listens on one lane before the
+/// next: a record arriving at another lane waits at most this per other lane.
+const WAIT_SLICE: Duration = Duration::from_millis(5);
+
+/// The slot's lanes of the source consumers (one each, [`super::SourceConsumers`]), reading its
+/// partitions' records; each partition is read by one of them ([`strait_wire::connection_of`]),
+/// so its records stay in order.
 pub(super) struct RecordLane {
-    lane: Arc<SourceReader>,
-    /// When the partitions are next forwarded to this slot's queue again.
+    lanes: Vec<Arc<SourceReader>>,
+    /// When the partitions are next forwarded to this slot's queues again.
     next_reroute: Instant,
+    /// The lane a poll takes from first, turning so that no lane's records wait behind another's.
+    first: AtomicUsize,
 }
 
 impl RecordLane {
-    pub(super) fn new(lane: Arc<SourceReader>) -> Self {
-        Self { lane, next_reroute: Instant::now() + REROUTE_INTERVAL }
+    /// Reads through `lanes` (at least one).
+    pub(super) fn new(lanes: Vec<Arc<SourceReader>>) -> Self {
+        Self { lanes, next_reroute: Instant::now() + REROUTE_INTERVAL, first: AtomicUsize::new(0) }
     }
 
-    /// Forwards the partitions to this slot's queue again, once a second: librdkafka drops a
+    /// Forwards the partitions to this slot's queues again, once a second: librdkafka drops a
     /// partition's forwarding when it re-creates its fetch state.
     pub(super) fn tick(&mut self) {
         if Instant::now() >= self.next_reroute {
-            self.lane.reroute();
+            self.lanes.iter().for_each(|lane| lane.reroute());
             self.next_reroute = Instant::now() + REROUTE_INTERVAL;
         }
     }
 
-    /// Reads `tpl`'s partitions from their offsets, their records routed to this slot's queue.
+    /// `tpl`'s partitions (with their offsets) by the lane that reads them; lanes without any
+    /// left out.
+    fn split(&self, tpl: &TopicPartitionList) -> Result<Vec<(Arc<SourceReader>, TopicPartitionList)>, KafkaError> {
+        let mut parts: Vec<TopicPartitionList> = self.lanes.iter().map(|_| TopicPartitionList::new()).collect();
+        for e in tpl.elements() {
+            let lane = connection_of(e.topic(), e.partition(), self.lanes.len());
+            parts[lane].add_partition_offset(e.topic(), e.partition(), e.offset())?;
+        }
+        Ok(self.lanes.iter().cloned().zip(parts).filter(|(_, part)| part.count() > 0).collect())
+    }
+
+    /// Reads `tpl`'s partitions from their offsets, their records routed to this slot's queues.
     pub(super) fn assign(&self, tpl: &TopicPartitionList) -> ConnectResult<()> {
         let route = |e| ConnectError::backend("route source partitions to the slot", e);
-        self.lane.route(tpl).map_err(route)?;
-        self.lane
-            .consumer()
-            .incremental_assign(tpl)
-            .map_err(|e| ConnectError::backend("assign source partitions", e))?;
-        self.lane.route(tpl).map_err(route)
+        for (lane, part) in self.split(tpl).map_err(route)? {
+            lane.route(&part).map_err(route)?;
+            lane.consumer()
+                .incremental_assign(&part)
+                .map_err(|e| ConnectError::backend("assign source partitions", e))?;
+            lane.route(&part).map_err(route)?;
+        }
+        Ok(())
     }
 
     /// Reads `tpl`'s partitions again from their offsets; librdkafka drops what it prefetched.
     pub(super) async fn rewind(&self, tpl: TopicPartitionList, flow: &str) -> ConnectResult<()> {
-        let lane = self.lane.clone();
+        let parts = self.split(&tpl);
         blocking(move || {
-            let mut all = tpl.clone();
-            all.set_all_offsets(Offset::Invalid)?;
-            lane.consumer().incremental_unassign(&all)?;
-            lane.route(&tpl)?;
-            lane.consumer().incremental_assign(&tpl)?;
-            lane.route(&tpl)
+            for (lane, part) in parts? {
+                let mut all = part.clone();
+                all.set_all_offsets(Offset::Invalid)?;
+                lane.consumer().incremental_unassign(&all)?;
+                lane.route(&part)?;
+                lane.consumer().incremental_assign(&part)?;
+                lane.route(&part)?;
+            }
+            Ok::<_, KafkaError>(())
         })
         .await
         .map_err(|e| ConnectError::backend(format!("rewind the source of flow {flow}"), e))
@@ -73,43 +100,55 @@ impl RecordLane {
         for p in partitions {
             tpl.add_partition(topic, *p);
         }
-        let consumer = self.lane.consumer().clone();
+        let parts = self.split(&tpl)?;
         let read = blocking(move || {
-            let read = consumer.position()?;
-            consumer.incremental_unassign(&tpl)?;
-            consumer.resume(&tpl)?;
+            let mut read = Vec::new();
+            for (lane, part) in parts {
+                read.push(lane.consumer().position()?);
+                lane.consumer().incremental_unassign(&part)?;
+                lane.consumer().resume(&part)?;
+            }
             Ok::<_, KafkaError>(read)
         })
         .await?;
-        let at = |p: &i32| match read.find_partition(topic, *p).map(|e| e.offset()) {
-            Some(Offset::Offset(next)) => Some((*p, next)),
-            _ => None,
+        let at = |p: &i32| {
+            read.iter().find_map(|positions| match positions.find_partition(topic, *p).map(|e| e.offset()) {
+                Some(Offset::Offset(next)) => Some((*p, next)),
+                _ => None,
+            })
         };
         Ok(partitions.iter().filter_map(at).collect())
     }
 
     /// Pauses the partitions of `pause` and resumes those of `resume`.
     pub(super) async fn pause(&self, pause: TopicPartitionList, resume: TopicPartitionList) -> Result<(), KafkaError> {
-        let consumer = self.lane.consumer().clone();
+        let (pause, resume) = (self.split(&pause)?, self.split(&resume)?);
         blocking(move || {
-            consumer.pause(&pause)?;
-            consumer.resume(&resume)
+            for (lane, part) in pause {
+                lane.consumer().pause(&part)?;
+            }
+            for (lane, part) in resume {
+                lane.consumer().resume(&part)?;
+            }
+            Ok(())
         })
         .await
     }
 
-    /// Unassigns this slot's partitions (the consumer may be shared with other slots).
+    /// Unassigns this slot's partitions (the consumers may be shared with other slots).
     pub(super) async fn release(&self) -> ConnectResult<()> {
-        let lane = self.lane.clone();
-        blocking(move || lane.release()).await.map_err(|e| ConnectError::backend("unassign source partitions", e))
+        let lanes = self.lanes.clone();
+        blocking(move || lanes.iter().try_for_each(|lane| lane.release()))
+            .await
+            .map_err(|e| ConnectError::backend("unassign source partitions", e))
     }
 
     /// The records of a poll (at most `max_records`, about `max_bytes`) and their bytes. What is
-    /// already fetched is taken on this thread, without waiting; only when nothing is, one
-    /// blocking call waits up to `timeout` for the first record (then takes the rest the same
-    /// way): no hand-over to another thread while records flow. Errors: a refusal (missing ACL,
-    /// refused credentials); the records read before it are dropped, to be read again at the
-    /// next start.
+    /// already fetched is taken on this thread, without waiting, from each lane in turn; only
+    /// when nothing is, one blocking call waits up to `timeout` for the first record (then takes
+    /// the rest the same way): no hand-over to another thread while records flow. Errors: a
+    /// refusal (missing ACL, refused credentials); the records read before it are dropped, to be
+    /// read again at the next start.
     pub(super) async fn read(
         &self,
         names: &mut TopicNames,
@@ -119,12 +158,16 @@ impl RecordLane {
         flow: &Arc<Flow>,
     ) -> ConnectResult<(Vec<ConnectRecord<(), ReplicatedRecord>>, usize)> {
         let mut batch = Drained { records: Vec::new(), bytes: 0, denied: None };
-        batch.drain(&self.lane, names, max_records, max_bytes, Duration::ZERO, &flow.name);
+        let first = self.first.fetch_add(1, Ordering::Relaxed);
+        let mut lanes = self.lanes.clone();
+        let turn = first % lanes.len();
+        lanes.rotate_left(turn);
+        batch.drain_all(&lanes, names, (max_records, max_bytes), &flow.name);
         if batch.records.is_empty() && batch.denied.is_none() {
-            let (lane, flow) = (self.lane.clone(), flow.clone());
+            let flow = flow.clone();
             let mut taken = std::mem::take(names);
             (batch, *names) = blocking(move || {
-                batch.drain(&lane, &mut taken, max_records, max_bytes, timeout, &flow.name);
+                batch.wait(&lanes, &mut taken, (max_records, max_bytes), timeout, &flow.name);
                 (batch, taken)
             })
             .await;
@@ -203,6 +246,45 @@ impl Drained {
                 }
             }
             wait = Duration::ZERO;
+        }
+    }
+
+    /// Takes what `lanes` hold, in order, without waiting, up to the bounds (records, bytes).
+    fn drain_all(&mut self, lanes: &[Arc<SourceReader>], names: &mut TopicNames, bounds: (usize, usize), flow: &str) {
+        for lane in lanes {
+            if self.denied.is_some() || self.records.len() >= bounds.0 || self.bytes >= bounds.1 {
+                return;
+            }
+            self.drain(lane, names, bounds.0, bounds.1, Duration::ZERO, flow);
+        }
+    }
+
+    /// Waits up to `timeout` for a first record of `lanes`, then takes what they hold. One lane
+    /// is waited on alone; several, in turns of [`WAIT_SLICE`] each (librdkafka waits on one
+    /// queue, and a consumer's queues cannot be forwarded to another consumer's).
+    fn wait(
+        &mut self,
+        lanes: &[Arc<SourceReader>],
+        names: &mut TopicNames,
+        bounds: (usize, usize),
+        timeout: Duration,
+        flow: &str,
+    ) {
+        if let [lane] = lanes {
+            return self.drain(lane, names, bounds.0, bounds.1, timeout, flow);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            for lane in lanes {
+                let left = deadline.saturating_duration_since(Instant::now());
+                self.drain(lane, names, bounds.0, bounds.1, left.min(WAIT_SLICE), flow);
+                if !self.records.is_empty() || self.denied.is_some() {
+                    return self.drain_all(lanes, names, bounds, flow);
+                }
+            }
+            if Instant::now() >= deadline {
+                return;
+            }
         }
     }
 

@@ -6,15 +6,18 @@ use crate::support::*;
 const RECORDS: usize = 100_000;
 
 /// Through a SIGKILL mid-stream and a restart: nothing lost, and each partition in source order
-/// but for one replay at the kill. The target takes the records over 3 producers, one connection
-/// each (issue 43), each partition's through one of them.
+/// but for one replay at the kill. The source's records come over 3 consumers and the target
+/// takes them over 3 producers, one connection each (issue 43), each partition's through one of
+/// each.
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_mid_stream_then_restart_loses_nothing() {
     let f = TopicFlow::new("crash", 4).await;
     let config = f.config("commit_interval_ms = 200");
     let on_target = format!("alias = \"{}\"\nbootstrap_servers = \"{}\"\n", f.dst, f.b);
-    let config = config.replace(&on_target, &format!("{on_target}connections_per_broker = 3\n"));
-    assert!(config.contains("connections_per_broker = 3"), "{config}");
+    let on_source = format!("alias = \"{}\"\nbootstrap_servers = \"{}\"\n", f.src, f.a);
+    let three = |on: &str| format!("{on}connections_per_broker = 3\n");
+    let config = config.replace(&on_target, &three(&on_target)).replace(&on_source, &three(&on_source));
+    assert_eq!(config.matches("connections_per_broker = 3").count(), 2, "{config}");
     let TopicFlow { a, b, p, topic, remote, .. } = f;
     let strait = Strait::start(&p, &config);
     // Produce while Strait replicates, in chunks, so the kill lands mid-stream.
@@ -48,6 +51,7 @@ async fn sigkill_mid_stream_then_restart_loses_nothing() {
     let logs = strait.logs();
     assert!(strait.stop().success());
     assert!(logs.contains("record producers to the target") && logs.contains("producers=3"), "{logs}");
+    assert!(logs.contains("source consumers") && logs.contains("consumers=3"), "{logs}");
 
     let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
     for (partition, recs) in read_all(&b, &remote, false) {

@@ -11,7 +11,7 @@ use strait::config::Config;
 use strait::positions::TopicIds;
 use strait::sink::{SinkParams, TargetSink};
 use strait::slots::slot_of;
-use strait::source::KafkaSource;
+use strait::source::{source_consumer, source_consumers, KafkaSource};
 use strait::watch::Committed;
 use strait_connect::Source;
 
@@ -182,22 +182,28 @@ async fn read_per_partition(
     per_partition
 }
 
-/// Issue 26: the slots an instance owns read through one source consumer (before, one each),
-/// each slot its own partitions from a queue of its own. Two slots on one consumer each get
-/// exactly their partitions' records; once one closes (its slot revoked), the other still reads
-/// what arrives after (closing no longer unassigns the whole consumer).
+/// Issue 26: the slots an instance owns read through shared source consumers (before, one each),
+/// each slot its own partitions from queues of its own. Two slots on two consumers (the source's
+/// `connections_per_broker = 2`, as across a long link, issue 43) each get exactly their
+/// partitions' records; once one closes (its slot revoked), the other still reads what arrives
+/// after (closing no longer unassigns the whole consumer).
 #[tokio::test(flavor = "multi_thread")]
 async fn slots_sharing_one_consumer_each_read_only_their_own_partitions() {
     const PARTITIONS: i32 = 6;
     let f = TopicFlow::new("oneconsumer", PARTITIONS).await;
-    let flow = Arc::new(Config::parse(&f.config("[flows.scale_out]\nenabled = true\nslots = 2")).unwrap().remove(0));
+    let on_source = format!("alias = \"{}\"\nbootstrap_servers = \"{}\"\n", f.src, f.a);
+    let config = f
+        .config("[flows.scale_out]\nenabled = true\nslots = 2")
+        .replace(&on_source, &format!("{on_source}connections_per_broker = 2\n"));
+    let flow = Arc::new(Config::parse(&config).unwrap().remove(0));
     let round = |value: &str| {
         (0..PARTITIONS).flat_map(|p| (0..10).map(move |_| p)).map(|p| Rec::simple(p, value)).collect::<Vec<_>>()
     };
     produce(&f.a, &f.topic, &round("first")).await;
     // The state topics the sources' positions are read from.
     drop(TargetSink::start(SinkParams { flow: flow.clone(), slot: 0 }).await.unwrap());
-    let consumer = KafkaSource::shared_consumer(&flow).unwrap();
+    let consumers = source_consumers(&flow, source_consumer(&flow).unwrap()).await.unwrap();
+    assert_eq!(consumers.len(), 2);
     let mut sources = Vec::new();
     for slot in 0..2 {
         let stored = strait::resume::load::stored(&flow, slot).await.unwrap();
@@ -207,7 +213,7 @@ async fn slots_sharing_one_consumer_each_read_only_their_own_partitions() {
             stored,
             Committed::default(),
             TopicIds::default(),
-            &consumer,
+            &consumers,
         );
         sources.push(source.await.unwrap());
     }
