@@ -20,9 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use self::backoff::{with_backoff, BACKOFF_MAX, BACKOFF_MIN};
 use self::once_per_flow::{once_per_flow_failure, start_once_per_flow, stop_once_per_flow};
-use crate::config::{Delivery, Flow};
+use crate::config::{Delivery, Flow, Writing};
 use crate::metrics::metrics;
-use crate::sink::{record_producers, shared_record_producer, RecordProducers, SinkParams, TargetReady, TargetSink};
+use crate::sink::{
+    record_producers, shared_record_producer, target_codec, RecordProducers, SinkParams, TargetReady, TargetSink,
+};
 use crate::slots::{others_in_group, slot_of, SlotEvent, SlotGroup};
 use crate::source::{source_consumer, source_consumers, KafkaSource, SourceConsumers};
 use crate::watch::{run_watch, Committed};
@@ -50,17 +52,20 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     let start = || async {
         let records = async {
             match &first {
-                Some(first) => record_producers(&flow, first.clone()).await.map(Some),
-                None => Ok(None),
+                Some(first) => record_producers(&flow, first.clone()).await.map(|(p, codec)| (Some(p), codec)),
+                None => target_codec(&flow).await.map(|codec| (None, codec)),
             }
         };
         let consumers = source_consumers(&flow, consumer.clone());
         tokio::try_join!(records, consumers, SlotGroup::join(&flow), TargetSink::prepare(&flow))
     };
-    let Some((records, consumers, (group, mut events), ready)) = with_backoff(&flow, "flow", &cancel, start).await?
+    let Some(((records, codec), consumers, (group, mut events), ready)) =
+        with_backoff(&flow, "flow", &cancel, start).await?
     else {
         return Ok(());
     };
+    // From here on the flow's `compression` is the codec its producers use (`auto` resolved).
+    let flow = Arc::new(Flow { writing: Writing { compression: codec, ..flow.writing.clone() }, ..(*flow).clone() });
     let clients = Clients { consumers, records, ready: Arc::new(Mutex::new(Some(ready))) };
     up(true);
     let mut instance = Instance::new(flow.clone(), clients, &cancel);

@@ -1,12 +1,13 @@
 //! A TCP proxy in front of a broker that a test can cut (a black hole: connections stay open but
 //! nothing passes, as when a network link fails) and heal (the stale connections are closed and
-//! new ones pass again).
+//! new ones pass again), or slow down (each chunk held for a delay each way, as a far region).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 /// A running proxy from `127.0.0.1:port` to an upstream address. Its threads live as long as the
 /// process; it forwards until cut.
@@ -19,6 +20,8 @@ pub struct TcpProxy {
 struct State {
     upstream: String,
     cut: AtomicBool,
+    /// How long each chunk is held before it is passed on (ms; each way).
+    delay_ms: AtomicU64,
     /// Both ends of every connection accepted since the last heal.
     connections: Mutex<Vec<TcpStream>>,
 }
@@ -30,6 +33,7 @@ impl TcpProxy {
         let state = Arc::new(State {
             upstream: upstream.to_string(),
             cut: AtomicBool::new(false),
+            delay_ms: AtomicU64::new(0),
             connections: Mutex::default(),
         });
         let accepting = state.clone();
@@ -44,6 +48,13 @@ impl TcpProxy {
     /// From now on nothing passes either way, on open or new connections, until [`Self::heal`].
     pub fn cut(&self) {
         self.state.cut.store(true, Ordering::SeqCst);
+    }
+
+    /// From now on each chunk waits `delay` before it is passed on, either way: a round trip
+    /// takes at least twice `delay` (a crude far link: chunks wait in turn, so it also caps
+    /// each connection's throughput).
+    pub fn set_delay(&self, delay: Duration) {
+        self.state.delay_ms.store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), Ordering::SeqCst);
     }
 
     /// Closes every connection that saw the cut (their byte streams lost data) and lets new
@@ -81,6 +92,7 @@ impl State {
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) if !self.cut.load(Ordering::SeqCst) => {
+                    thread::sleep(Duration::from_millis(self.delay_ms.load(Ordering::SeqCst)));
                     if to.write_all(&buf[..n]).is_err() {
                         break;
                     }

@@ -240,7 +240,7 @@ pub(super) fn resolve(
             "\"batches\" needs replication_policy = \"default\": a batch cannot carry the provenance header that keeps identity-named records from looping back (active/active); under the default policy the source alias in the target topic's name does that",
         ));
     }
-    if f.writing.copy == CopyKind::Batches && f.writing.compression != Compression::None {
+    if f.writing.copy == CopyKind::Batches && !matches!(f.writing.compression, Compression::Auto | Compression::None) {
         return Err(err(
             format!("{field}.compression"),
             "applies to copy = \"records\": \"batches\" are forwarded in the codec the source stored them in",

@@ -1,5 +1,7 @@
 //! The enumerated values of flow settings, as written in TOML (`snake_case`/`lowercase` names).
 
+use std::time::Duration;
+
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -79,12 +81,16 @@ pub enum CopyKind {
 
 /// The codec the record path produces with (`compression`; librdkafka's `compression.type`).
 /// Across a long or billed link a codec sends the source's compressed bytes compressed again
-/// (MM2's producer defaults to `none` too; its users set `producer.compression.type`).
+/// (MM2's producer defaults to `none`; its users set `producer.compression.type`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
-    /// Records go uncompressed: no CPU spent on it, the most bytes on the link.
+    /// `lz4` to a target whose answers take [`strait_wire::FAR_ROUND_TRIP`] (15 ms) or more
+    /// (another region: the link is the limit and may be billed per byte), else `none`
+    /// ([`Compression::resolve`]; issue 43).
     #[default]
+    Auto,
+    /// Records go uncompressed: no CPU spent on it, the most bytes on the link.
     None,
     Gzip,
     Snappy,
@@ -93,10 +99,21 @@ pub enum Compression {
 }
 
 impl Compression {
-    /// The codec's name, as TOML, librdkafka and Kafka's `compression.type` write it.
+    /// The codec for a target whose quickest metadata answer took `round_trip`: `auto` resolved
+    /// (lz4 far, none near), any other as set.
+    pub fn resolve(self, round_trip: Duration) -> Self {
+        match self {
+            Compression::Auto if round_trip >= strait_wire::FAR_ROUND_TRIP => Compression::Lz4,
+            Compression::Auto => Compression::None,
+            codec => codec,
+        }
+    }
+
+    /// The codec's name, as TOML, librdkafka and Kafka's `compression.type` write it; `auto`
+    /// not yet resolved (a sink started on its own, outside `strait run`) produces as `none`.
     pub fn name(self) -> &'static str {
         match self {
-            Compression::None => "none",
+            Compression::Auto | Compression::None => "none",
             Compression::Gzip => "gzip",
             Compression::Snappy => "snappy",
             Compression::Lz4 => "lz4",

@@ -146,8 +146,9 @@ pub struct Writing {
     /// `records` or `batches` ([`CopyKind`]): `batches` forwards the source's record batches as
     /// they are stored, with the default replication policy. Default `records`.
     pub copy: CopyKind,
-    /// `none`, `gzip`, `snappy`, `lz4` or `zstd` ([`Compression`]): the codec the record path
-    /// produces with; `batches` keep the source's. Default `none`.
+    /// `auto`, `none`, `gzip`, `snappy`, `lz4` or `zstd` ([`Compression`]): the codec the record
+    /// path produces with (`auto`: lz4 to a target in another region, else none); `batches` keep
+    /// the source's. Default `auto`.
     pub compression: Compression,
 }
 
@@ -161,7 +162,7 @@ impl Default for Writing {
             replication_factor: -1,
             write_mm2_offsets: false,
             copy: CopyKind::Records,
-            compression: Compression::None,
+            compression: Compression::Auto,
         }
     }
 }

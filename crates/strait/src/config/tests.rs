@@ -85,9 +85,24 @@ fn filters_match_whole_names() {
 }
 
 #[test]
+fn auto_compression_is_lz4_to_a_far_target_and_none_near() {
+    let at = |ms| std::time::Duration::from_millis(ms);
+    assert_eq!(Compression::Auto.resolve(at(80)), Compression::Lz4);
+    assert_eq!(Compression::Auto.resolve(at(15)), Compression::Lz4);
+    assert_eq!(Compression::Auto.resolve(at(14)), Compression::None);
+    assert_eq!(Compression::Zstd.resolve(at(1)), Compression::Zstd);
+    assert_eq!(Compression::None.resolve(at(80)), Compression::None);
+    // Unresolved (a sink started on its own), it produces uncompressed, as before `auto`.
+    assert_eq!(Compression::Auto.name(), "none");
+    for codec in ["auto", "none"] {
+        Config::parse(&format!("{TWO_CLUSTERS}copy = \"batches\"\ncompression = \"{codec}\"\n")).expect(codec);
+    }
+}
+
+#[test]
 fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
     assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.copy, CopyKind::Records);
-    assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.compression, Compression::None);
+    assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.compression, Compression::Auto);
     let zstd = &Config::parse(&format!("{TWO_CLUSTERS}compression = \"zstd\"\n")).unwrap()[0];
     assert_eq!(zstd.writing.compression, Compression::Zstd);
     let flow = &Config::parse(&format!("{TWO_CLUSTERS}copy = \"batches\"\n")).unwrap()[0];

@@ -53,8 +53,8 @@ use ledger::Ledger;
 use loop_guard::LoopGuard;
 use mode::Mode;
 pub use producers::{
-    record_producers, shared_record_producer, RecordProducers, AT_LEAST_ONCE_SETTINGS, PRODUCER_QUEUE_KBYTES,
-    PRODUCER_SETTINGS,
+    record_producers, shared_record_producer, target_codec, RecordProducers, AT_LEAST_ONCE_SETTINGS,
+    PRODUCER_QUEUE_KBYTES, PRODUCER_SETTINGS,
 };
 use records::RecordPath;
 use target::Target;

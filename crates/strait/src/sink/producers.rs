@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::Producer;
 use strait_connect::{ConnectError, ConnectResult};
@@ -13,7 +14,8 @@ use strait_connect::{ConnectError, ConnectResult};
 use super::in_flight::InFlight;
 use super::service::{DataProducer, ProduceService};
 use crate::admin::LARGEST_BATCH_BYTES;
-use crate::config::Flow;
+use crate::client_log::{ClientLog, LoggedConsumer};
+use crate::config::{Compression, CopyKind, Flow, Writing};
 use crate::kafka::{blocking, connect_error, round_trip};
 
 /// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
@@ -135,32 +137,77 @@ pub fn shared_record_producer(flow: &Flow) -> ConnectResult<Arc<DataProducer>> {
 }
 
 /// `first` ([`shared_record_producer`]) and as many more as the target's
-/// `connections_per_broker` asks: as set, or `auto`'s ([`strait_wire::Connections::Auto`]) from
-/// `first`'s [`round_trip`]. Errors:
-/// as [`connect_error`] when the target does not answer or refuses.
-pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectResult<RecordProducers> {
+/// `connections_per_broker` asks, and the codec they produce with: each `auto` setting resolved
+/// from `first`'s [`round_trip`] (the count by [`strait_wire::Connections::per_broker`], the codec
+/// by [`codec_for`]). `first`, made before the codec was known, is replaced when it differs.
+/// Errors: as [`connect_error`] when the target does not answer or refuses.
+pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectResult<(RecordProducers, Compression)> {
     let connections = flow.target.connections_per_broker.wire();
-    let round_trip = match connections {
-        strait_wire::Connections::PerBroker(_) => None,
-        strait_wire::Connections::Auto => {
+    let auto = connections == strait_wire::Connections::Auto || flow.writing.compression == Compression::Auto;
+    let round_trip = match auto {
+        true => {
             let producer = first.clone();
-            let rtt = blocking(move || round_trip(producer.client())).await.map_err(|e| {
-                let what = format!(
-                    "measure the round trip on cluster {} at {}",
-                    flow.target.alias, flow.target.bootstrap_servers
-                );
-                connect_error(what, e)
-            })?;
-            Some(rtt)
+            Some(measured(flow, move || round_trip(producer.client())).await?)
         }
+        false => None,
     };
     let per_broker = connections.per_broker(round_trip.unwrap_or_default());
+    let codec = codec_for(flow, round_trip);
+    let resolved = Flow { writing: Writing { compression: codec, ..flow.writing.clone() }, ..flow.clone() };
     let mut producers = vec![first];
-    while producers.len() < per_broker {
-        producers.push(shared_record_producer(flow)?);
+    if codec.name() != flow.writing.compression.name() {
+        producers.clear();
     }
-    tracing::info!(flow = %flow.name, producers = per_broker, round_trip_ms = round_trip.map(|t| t.as_millis() as u64), "record producers to the target: one connection per broker each");
-    Ok(producers.into())
+    while producers.len() < per_broker {
+        producers.push(shared_record_producer(&resolved)?);
+    }
+    let round_trip_ms = round_trip.map(|t| t.as_millis() as u64);
+    tracing::info!(flow = %flow.name, producers = per_broker, round_trip_ms, compression = codec.name(), "record producers to the target: one connection per broker each");
+    Ok((producers.into(), codec))
+}
+
+/// The codec `flow`'s record path produces with, for exactly-once flows (which share no record
+/// producer to measure with): `auto` resolved by [`codec_for`] from the [`round_trip`] of a
+/// client of its own. Errors: as [`connect_error`] when the target does not answer or refuses.
+pub async fn target_codec(flow: &Flow) -> ConnectResult<Compression> {
+    if codec_for(flow, None) != Compression::Auto {
+        return Ok(codec_for(flow, None));
+    }
+    let client: LoggedConsumer = flow
+        .target
+        .client_config(&[])
+        .create_with_context(ClientLog)
+        .map_err(|e| ConnectError::backend(format!("client for cluster {}", flow.target.alias), e))?;
+    let rtt = measured(flow, move || round_trip(client.client())).await?;
+    let codec = codec_for(flow, Some(rtt));
+    let round_trip_ms = rtt.as_millis() as u64;
+    tracing::info!(flow = %flow.name, round_trip_ms, compression = codec.name(), "the record path's codec to the target");
+    Ok(codec)
+}
+
+/// `flow`'s `compression` for a target whose quickest answer took `round_trip` ([`Compression::resolve`]);
+/// `auto` while not measured. With `copy = "batches"` the record producer only serves metadata:
+/// `auto` is `none`, and needs no measure.
+pub fn codec_for(flow: &Flow, round_trip: Option<Duration>) -> Compression {
+    match (flow.writing.compression, flow.writing.copy, round_trip) {
+        (Compression::Auto, CopyKind::Batches, _) => Compression::None,
+        (Compression::Auto, CopyKind::Records, None) => Compression::Auto,
+        (codec, _, Some(rtt)) => codec.resolve(rtt),
+        (codec, _, None) => codec,
+    }
+}
+
+/// `probe`'s [`round_trip`] to `flow`'s target, off the async workers. Errors: as
+/// [`connect_error`], naming the cluster.
+async fn measured(
+    flow: &Flow,
+    probe: impl FnOnce() -> Result<Duration, KafkaError> + Send + 'static,
+) -> ConnectResult<Duration> {
+    blocking(probe).await.map_err(|e| {
+        let what =
+            format!("measure the round trip on cluster {} at {}", flow.target.alias, flow.target.bootstrap_servers);
+        connect_error(what, e)
+    })
 }
 
 /// The settings of a producer of `flow`: transactional with `transaction` (its

@@ -115,28 +115,70 @@ async fn the_record_path_produces_in_the_flows_codec() {
     let remote = format!("{src}.{topic}");
     wait_until("replicated", Duration::from_secs(60), || count(&b, &remote) == Some(2_000)).await;
     assert!(strait.stop().success(), "strait run exits 0 after SIGTERM");
-    // Records per codec of the topic's batches.
-    let codecs = |bootstrap: String, topic: String| async move {
-        let options = strait_wire::ClientOptions::plaintext("codec-test", Duration::from_secs(10));
-        let mut cluster = strait_wire::Cluster::connect(&bootstrap, options).await.unwrap();
-        cluster.refresh(&[topic.as_str()]).await.unwrap();
-        let mut records = std::collections::BTreeMap::new();
-        for b in crate::wire::fetch_all(&mut cluster, &topic, 2, 1 << 20)
-            .await
-            .values()
-            .flatten()
-            .flat_map(|f| f.committed())
-        {
-            *records.entry(format!("{:?}", b.compression())).or_insert(0) += b.record_count();
-        }
-        records
-    };
     assert_eq!(codecs(a.clone(), topic.clone()).await, [("Some(None)".to_string(), 2_000)].into(), "the source's");
     // librdkafka sends a batch that compression would not shrink (a lone small record) as it is.
     let target = codecs(b.clone(), remote.clone()).await;
     assert!(target.get("Some(Zstd)").is_some_and(|n| *n >= 1_900), "the target's records, per codec: {target:?}");
-    let (source, target) = (read_all(&a, &topic, false), read_all(&b, &remote, false));
-    for p in 0..2 {
+    identical(&a, &topic, &b, &remote, 2);
+}
+
+/// `compression = "auto"` (the default): lz4 to a target in another region, here behind a proxy
+/// that holds each chunk 10 ms each way (answers take 20 ms or more), at-least-once and
+/// exactly-once, and none to a near one (loopback, unless the machine is so loaded that even the
+/// quickest of 3 answers took 15 ms: then lz4, as the log's round trip says); every record
+/// identical either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_compression_is_lz4_to_a_far_target_and_none_to_a_near_one() {
+    let (_far, proxy) =
+        strait_testkit::start_cluster_behind_proxy(&dedicated_dir("farcodec")).expect("proxied cluster");
+    proxy.set_delay(Duration::from_millis(10));
+    let (a, near, far) = (cluster(1), cluster(2), format!("127.0.0.1:{}", proxy.port));
+    let topic = unique("autot");
+    create_topic(&a, &topic, 2, &[]).await;
+    produce(&a, &topic, &(0..2_000).map(|i| record(i, (i % 2) as i32)).collect::<Vec<_>>()).await;
+    let eos = "delivery = \"exactly_once\"";
+    for (target, far, delivery) in [(&near, false, ""), (&far, true, ""), (&far, true, eos)] {
+        // Each case under a source alias of its own, so a remote topic of its own.
+        let (src, dst) = (unique("autosrc"), unique("autodst"));
+        let remote = format!("{src}.{topic}");
+        let flow = format!("topics = [\"{topic}\"]\n{delivery}");
+        let config = two_cluster_config((&src, &a, ""), (&dst, target, ""), &flow, "");
+        let strait = Strait::start(&dst, &config);
+        let parsed = strait::config::Config::parse(&config).unwrap().remove(0);
+        wait_replicated(&parsed, &topic, 2, 1_000, Duration::from_secs(90)).await;
+        let logs = strait.logs();
+        assert!(strait.stop().success(), "strait run exits 0 after SIGTERM\n{logs}");
+        let line = logs.lines().find(|l| l.contains(" compression=")).expect("the codec's line");
+        let field = |name: &str| line.split(&format!(" {name}=")).nth(1).and_then(|v| v.split(' ').next()).unwrap();
+        let round_trip: u64 = field("round_trip_ms").parse().unwrap();
+        assert!(!far || round_trip >= 20, "the proxy holds each answer 20 ms: {line}");
+        let lz4 = round_trip >= 15;
+        assert_eq!(field("compression"), if lz4 { "\"lz4\"" } else { "\"none\"" }, "{line}");
+        let codecs = codecs(target.clone(), remote.clone()).await;
+        let want = if lz4 { "Some(Lz4)" } else { "Some(None)" };
+        assert!(codecs.get(want).is_some_and(|n| *n >= 1_900), "the target's records, per codec: {codecs:?}");
+        identical(&a, &topic, target, &remote, 2);
+    }
+}
+
+/// Records per codec of the batches of `topic`'s partitions 0 and 1.
+async fn codecs(bootstrap: String, topic: String) -> std::collections::BTreeMap<String, i32> {
+    let options = strait_wire::ClientOptions::plaintext("codec-test", Duration::from_secs(10));
+    let mut cluster = strait_wire::Cluster::connect(&bootstrap, options).await.unwrap();
+    cluster.refresh(&[topic.as_str()]).await.unwrap();
+    let mut records = std::collections::BTreeMap::new();
+    for b in
+        crate::wire::fetch_all(&mut cluster, &topic, 2, 1 << 20).await.values().flatten().flat_map(|f| f.committed())
+    {
+        *records.entry(format!("{:?}", b.compression())).or_insert(0) += b.record_count();
+    }
+    records
+}
+
+/// Every record of `topic`'s `partitions` on `a` is on `remote` on `b`, identical and in order.
+fn identical(a: &str, topic: &str, b: &str, remote: &str, partitions: i32) {
+    let (source, target) = (read_all(a, topic, false), read_all(b, remote, false));
+    for p in 0..partitions {
         let records = |all: &std::collections::BTreeMap<i32, Vec<(i64, Rec)>>| -> Vec<Rec> {
             all[&p].iter().map(|(_, r)| r.clone()).collect()
         };
