@@ -139,7 +139,7 @@ pub fn shared_record_producer(flow: &Flow) -> ConnectResult<Arc<DataProducer>> {
 /// `first` ([`shared_record_producer`]) and as many more as the target's
 /// `connections_per_broker` asks, and the codec they produce with: each `auto` setting resolved
 /// from `first`'s [`round_trip`] (the count by [`strait_wire::Connections::per_broker`], the codec
-/// by [`codec_for`]). `first`, made before the codec was known, is replaced when it differs.
+/// by `codec_for`). `first`, made before the codec was known, is replaced when it differs.
 /// Errors: as [`connect_error`] when the target does not answer or refuses.
 pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectResult<(RecordProducers, Compression)> {
     let connections = flow.target.connections_per_broker.wire();
@@ -167,7 +167,7 @@ pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectR
 }
 
 /// The codec `flow`'s record path produces with, for exactly-once flows (which share no record
-/// producer to measure with): `auto` resolved by [`codec_for`] from the [`round_trip`] of a
+/// producer to measure with): `auto` resolved by `codec_for` from the [`round_trip`] of a
 /// client of its own. Errors: as [`connect_error`] when the target does not answer or refuses.
 pub async fn target_codec(flow: &Flow) -> ConnectResult<Compression> {
     if codec_for(flow, None) != Compression::Auto {
