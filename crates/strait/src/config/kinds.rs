@@ -124,9 +124,9 @@ impl Compression {
 
 /// Connections Strait keeps to each broker of a cluster (`connections_per_broker`, issue 43): the
 /// batch path's client's, as a source the record path's consumers, and as a target the
-/// at-least-once record producers (one connection each). Across a long link one TCP connection carries at most its window per round trip,
-/// several carry that each. A partition's requests always go through the same one, so order,
-/// idempotence and transactions are as with one.
+/// at-least-once record producers (one connection each). Across a long link one TCP connection
+/// carries at most its window per round trip, several carry that each. A partition's requests
+/// always go through the same one, so order, idempotence and transactions are as with one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ConnectionsPerBroker {
     /// `"auto"`: 4 when the cluster's first answers take 15 ms or more (another region), else 1.

@@ -185,9 +185,9 @@ pub async fn target_codec(flow: &Flow) -> ConnectResult<Compression> {
     Ok(codec)
 }
 
-/// `flow`'s `compression` for a target whose quickest answer took `round_trip` ([`Compression::resolve`]);
-/// `auto` while not measured. With `copy = "batches"` the record producer only serves metadata:
-/// `auto` is `none`, and needs no measure.
+/// `flow`'s `compression` for a target whose quickest answer took `round_trip`
+/// ([`Compression::resolve`]); `auto` while not measured. With `copy = "batches"` the record
+/// producer only serves metadata: `auto` is `none`, and needs no measure.
 fn codec_for(flow: &Flow, round_trip: Option<Duration>) -> Compression {
     match (flow.writing.compression, flow.writing.copy, round_trip) {
         (Compression::Auto, CopyKind::Batches, _) => Compression::None,

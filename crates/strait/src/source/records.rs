@@ -1,6 +1,7 @@
 //! `copy = "records"` on the source side: the slot's lanes of librdkafka's consumers (one, or
-//! several across a long link), which read by topic name; the records of a poll taken from it up to the batch's bounds, each holding its
-//! message (no copy of key and value) and one shared copy of its topic name.
+//! several across a long link), which read by topic name; the records of a poll taken from them
+//! up to the batch's bounds, each holding its message (no copy of key and value) and one shared
+//! copy of its topic name.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
