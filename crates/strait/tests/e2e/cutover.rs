@@ -89,14 +89,20 @@ async fn strait_resumes_where_mirror_maker_2_stopped() {
     let by_mm2 = checkpoints(&f.b, &f.src);
 
     produce(&f.a, &f.topic, &batch("strait-", 1_000)).await;
-    commit_group(&f.a, &group, &committed(9_000));
+    // The group moves into what Strait copies, so that its offset translates through Strait's own
+    // offset syncs. An offset inside MM2's copy translates only as well as MM2's syncs were
+    // dense: a CI run's MM2, loaded, wrote so few that 9,000 translated to 1 on two partitions,
+    // below MM2's own checkpoints (2,021 and 1,011), so no checkpoint could be written, as MM2
+    // would not write one either (MM2's `OffsetSyncStore`: precision falls with distance).
+    let moved = i64::from(PER_PARTITION) + 200;
+    commit_group(&f.a, &group, &committed(moved));
     let strait = Strait::start(&f.p, &config);
     wait_replicated(&flow, &f.topic, PARTITIONS, PER_PARTITION as usize + 333, Duration::from_secs(60)).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let cps = checkpoints(&f.b, &f.src);
         let last: Vec<_> = (0..PARTITIONS).map(|p| last_checkpoint(&cps, &group, &f.remote, p)).collect();
-        if last.iter().all(|c| c.is_some_and(|(up, _)| up == 9_000)) {
+        if last.iter().all(|c| c.is_some_and(|(up, _)| up == moved)) {
             break;
         }
         if Instant::now() > deadline {

@@ -64,7 +64,8 @@ fn env_or(name: &str, default: usize) -> usize {
 
 /// `STRAIT_EOS_KILLS` (default 5) SIGKILLs at random moments while `STRAIT_EOS_RECORDS` (default
 /// 200,000) records over 6 partitions are produced and replicated; `scripts/eos-kill-test` runs
-/// the full 20 kills / 1,000,000 records.
+/// the full 20 kills / 1,000,000 records. The source is read over 3 consumers (its
+/// `connections_per_broker`, as across a long link: issue 43), each partition through one.
 #[tokio::test(flavor = "multi_thread")]
 async fn exactly_once_survives_repeated_sigkill() {
     let b = cluster(2);
@@ -84,6 +85,9 @@ async fn exactly_once_survives_repeated_sigkill() {
         "[flows.scale_out]\nsession_timeout_ms = 6000",
     )
     .await;
+    let on_source = format!("bootstrap_servers = \"{}\"\n", cluster(1));
+    let config = config.replacen(&on_source, &format!("{on_source}connections_per_broker = 3\n"), 1);
+    assert!(config.contains("connections_per_broker = 3"), "{config}");
     let mut seed = std::process::id() as u64 * 2_654_435_761 + 1;
     for kill in 0..kills {
         let strait = Strait::start(&format!("{p}-{kill}"), &config);
@@ -100,6 +104,7 @@ async fn exactly_once_survives_repeated_sigkill() {
     wait_replicated(&flow, &topic, PARTITIONS, per_partition, Duration::from_secs(600)).await;
     let logs = strait.logs();
     assert!(strait.stop().success(), "{logs}");
+    assert!(logs.contains("source consumers") && logs.contains("consumers=3"), "{logs}");
     let report = sequence_report(&b, &remote, PARTITIONS, per_partition);
     let total = report.values().fold(Seen::default(), |t, s| Seen {
         duplicated: t.duplicated + s.duplicated,

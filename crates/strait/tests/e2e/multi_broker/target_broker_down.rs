@@ -54,8 +54,12 @@ const LONGEST_FROZEN_POSITION_STALL: Duration = Duration::from_secs(20);
 /// The longest an exactly-once flow's positions may lag its source while the killed node's
 /// partitions and transaction coordinator move to other nodes (replicated remote topic): the
 /// broker session timeout (6 s), then the transaction under way retried against the new leaders
-/// and committed: 7.1-12.4 s here over a 30 s outage, each record once.
-const LONGEST_EXACTLY_ONCE_STALL: Duration = Duration::from_secs(20);
+/// and committed: 7.1-12.4 s here over a 30 s outage, each record once, and 20.3 s in a CI run
+/// beside other tests. Below [`EXACTLY_ONCE_OUTAGE`]: a flow that waited for the node would
+/// stall for all of it and its restart.
+const LONGEST_EXACTLY_ONCE_STALL: Duration = Duration::from_secs(30);
+/// How long the node is killed in the exactly-once case.
+const EXACTLY_ONCE_OUTAGE: Duration = Duration::from_secs(40);
 
 /// Creates `remote` on the three-node cluster with partitions 0-5 led by node `up` and the rest
 /// by node `down`: one replica each, or with `replicated` three (the third node's too), the
@@ -134,7 +138,7 @@ async fn one_target_broker_down_never_stalls_the_batches_led_by_others() {
 /// (docs/operations.md).
 #[tokio::test(flavor = "multi_thread")]
 async fn one_target_broker_down_holds_an_exactly_once_flow_only_until_its_leaders_move() {
-    let killed: Fault = ("killed", Control::kill, Control::restart, OUTAGE, LONGEST_EXACTLY_ONCE_STALL);
+    let killed: Fault = ("killed", Control::kill, Control::restart, EXACTLY_ONCE_OUTAGE, LONGEST_EXACTLY_ONCE_STALL);
     one_target_broker_down(("records exactly-once", "delivery = \"exactly_once\"\n", true), killed).await;
 }
 
