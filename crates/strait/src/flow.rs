@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::backoff::{with_backoff, BACKOFF_MAX, BACKOFF_MIN};
 use self::once_per_flow::{once_per_flow_failure, start_once_per_flow, stop_once_per_flow};
-use crate::config::{Delivery, Flow, Writing};
+use crate::config::{Delivery, Flow};
 use crate::metrics::metrics;
 use crate::sink::{
     record_producers, shared_record_producer, target_codec, RecordProducers, SinkParams, TargetReady, TargetSink,
@@ -65,7 +65,7 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
         return Ok(());
     };
     // From here on the flow's `compression` is the codec its producers use (`auto` resolved).
-    let flow = Arc::new(Flow { writing: Writing { compression: codec, ..flow.writing.clone() }, ..(*flow).clone() });
+    let flow = Arc::new(flow.with_compression(codec));
     let clients = Clients { consumers, records, ready: Arc::new(Mutex::new(Some(ready))) };
     up(true);
     let mut instance = Instance::new(flow.clone(), clients, &cancel);

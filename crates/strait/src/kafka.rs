@@ -49,6 +49,20 @@ pub fn round_trip<C: ClientContext>(client: &rdkafka::client::Client<C>) -> Resu
     Ok(quickest)
 }
 
+/// `probe`'s [`round_trip`] to `cluster`, off the async workers. Errors: as [`connect_error`],
+/// naming the cluster and its address.
+pub async fn measure_round_trip(
+    cluster: &ClusterConfig,
+    probe: impl FnOnce() -> Result<Duration, KafkaError> + Send + 'static,
+) -> ConnectResult<Duration> {
+    blocking(probe).await.map_err(|e| {
+        connect_error(
+            format!("measure the round trip on cluster {} at {}", cluster.alias, cluster.bootstrap_servers),
+            e,
+        )
+    })
+}
+
 /// Runs blocking librdkafka calls (metadata, watermarks, transactions) off the async workers.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     joined(tokio::task::spawn_blocking(f)).await

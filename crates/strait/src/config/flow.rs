@@ -101,6 +101,13 @@ impl Flow {
         }
     }
 
+    /// This flow producing with `codec` (its `compression = "auto"` resolved at start).
+    pub fn with_compression(&self, codec: Compression) -> Self {
+        let mut flow = self.clone();
+        flow.writing.compression = codec;
+        flow
+    }
+
     /// Slots of the flow: `[flows.scale_out] slots`, or 1 when scale-out is off.
     pub fn slots(&self) -> u32 {
         if self.scale_out.enabled {

@@ -15,8 +15,8 @@ use super::in_flight::InFlight;
 use super::service::{DataProducer, ProduceService};
 use crate::admin::LARGEST_BATCH_BYTES;
 use crate::client_log::{ClientLog, LoggedConsumer};
-use crate::config::{Compression, CopyKind, Flow, Writing};
-use crate::kafka::{blocking, connect_error, round_trip};
+use crate::config::{Compression, CopyKind, Flow};
+use crate::kafka::{measure_round_trip, round_trip};
 
 /// Producer settings of both modes: idempotence with acks=all keeps per-partition order and no
 /// duplicates across retries; CreateTime timestamps are set per record. The codec is the flow's
@@ -140,20 +140,20 @@ pub fn shared_record_producer(flow: &Flow) -> ConnectResult<Arc<DataProducer>> {
 /// `connections_per_broker` asks, and the codec they produce with: each `auto` setting resolved
 /// from `first`'s [`round_trip`] (the count by [`strait_wire::Connections::per_broker`], the codec
 /// by `codec_for`). `first`, made before the codec was known, is replaced when it differs.
-/// Errors: as [`connect_error`] when the target does not answer or refuses.
+/// Errors: as [`measure_round_trip`] when the target does not answer or refuses.
 pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectResult<(RecordProducers, Compression)> {
     let connections = flow.target.connections_per_broker.wire();
     let auto = connections == strait_wire::Connections::Auto || flow.writing.compression == Compression::Auto;
     let round_trip = match auto {
         true => {
             let producer = first.clone();
-            Some(measured(flow, move || round_trip(producer.client())).await?)
+            Some(measure_round_trip(&flow.target, move || round_trip(producer.client())).await?)
         }
         false => None,
     };
     let per_broker = connections.per_broker(round_trip.unwrap_or_default());
     let codec = codec_for(flow, round_trip);
-    let resolved = Flow { writing: Writing { compression: codec, ..flow.writing.clone() }, ..flow.clone() };
+    let resolved = flow.with_compression(codec);
     let mut producers = vec![first];
     if codec.name() != flow.writing.compression.name() {
         producers.clear();
@@ -168,17 +168,18 @@ pub async fn record_producers(flow: &Flow, first: Arc<DataProducer>) -> ConnectR
 
 /// The codec `flow`'s record path produces with, for exactly-once flows (which share no record
 /// producer to measure with): `auto` resolved by `codec_for` from the [`round_trip`] of a
-/// client of its own. Errors: as [`connect_error`] when the target does not answer or refuses.
+/// client of its own. Errors: as [`measure_round_trip`] when the target does not answer or refuses.
 pub async fn target_codec(flow: &Flow) -> ConnectResult<Compression> {
-    if codec_for(flow, None) != Compression::Auto {
-        return Ok(codec_for(flow, None));
+    let set = codec_for(flow, None);
+    if set != Compression::Auto {
+        return Ok(set);
     }
     let client: LoggedConsumer = flow
         .target
         .client_config(&[])
         .create_with_context(ClientLog)
         .map_err(|e| ConnectError::backend(format!("client for cluster {}", flow.target.alias), e))?;
-    let rtt = measured(flow, move || round_trip(client.client())).await?;
+    let rtt = measure_round_trip(&flow.target, move || round_trip(client.client())).await?;
     let codec = codec_for(flow, Some(rtt));
     let round_trip_ms = rtt.as_millis() as u64;
     tracing::info!(flow = %flow.name, round_trip_ms, compression = codec.name(), "the record path's codec to the target");
@@ -195,19 +196,6 @@ fn codec_for(flow: &Flow, round_trip: Option<Duration>) -> Compression {
         (codec, _, Some(rtt)) => codec.resolve(rtt),
         (codec, _, None) => codec,
     }
-}
-
-/// `probe`'s [`round_trip`] to `flow`'s target, off the async workers. Errors: as
-/// [`connect_error`], naming the cluster.
-async fn measured(
-    flow: &Flow,
-    probe: impl FnOnce() -> Result<Duration, KafkaError> + Send + 'static,
-) -> ConnectResult<Duration> {
-    blocking(probe).await.map_err(|e| {
-        let what =
-            format!("measure the round trip on cluster {} at {}", flow.target.alias, flow.target.bootstrap_servers);
-        connect_error(what, e)
-    })
 }
 
 /// The settings of a producer of `flow`: transactional with `transaction` (its

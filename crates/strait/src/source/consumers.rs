@@ -13,7 +13,7 @@ use super::CONSUMER_SETTINGS;
 use crate::client_log::ClientLog;
 use crate::config::{CopyKind, Flow};
 use crate::consume::SharedConsumer;
-use crate::kafka::{blocking, connect_error, round_trip};
+use crate::kafka::{measure_round_trip, round_trip};
 
 /// The source consumers of a flow on this instance, at least one; the first also serves the
 /// source's metadata and offsets.
@@ -41,7 +41,7 @@ pub fn source_consumer(flow: &Flow) -> ConnectResult<Arc<SharedConsumer>> {
 /// `first` ([`source_consumer`]) and, with `copy = "records"`, as many more as the source's
 /// `connections_per_broker` asks: as set, or `auto`'s ([`Connections::Auto`]) from `first`'s
 /// [`round_trip`]. The batch path keeps connections of its own and reads through none of them.
-/// Errors: as [`connect_error`] when the source does not answer or refuses.
+/// Errors: as [`measure_round_trip`] when the source does not answer or refuses.
 pub async fn source_consumers(flow: &Flow, first: Arc<SharedConsumer>) -> ConnectResult<SourceConsumers> {
     let connections = match flow.writing.copy {
         CopyKind::Records => flow.source.connections_per_broker.wire(),
@@ -51,14 +51,7 @@ pub async fn source_consumers(flow: &Flow, first: Arc<SharedConsumer>) -> Connec
         Connections::PerBroker(_) => None,
         Connections::Auto => {
             let client = first.clone();
-            let rtt = blocking(move || round_trip(client.consumer().client())).await.map_err(|e| {
-                let what = format!(
-                    "measure the round trip on cluster {} at {}",
-                    flow.source.alias, flow.source.bootstrap_servers
-                );
-                connect_error(what, e)
-            })?;
-            Some(rtt)
+            Some(measure_round_trip(&flow.source, move || round_trip(client.consumer().client())).await?)
         }
     };
     let per_broker = connections.per_broker(measured.unwrap_or_default());

@@ -159,13 +159,10 @@ impl RecordLane {
         flow: &Arc<Flow>,
     ) -> ConnectResult<(Vec<ConnectRecord<(), ReplicatedRecord>>, usize)> {
         let mut batch = Drained { records: Vec::new(), bytes: 0, denied: None };
-        let first = self.first.fetch_add(1, Ordering::Relaxed);
-        let mut lanes = self.lanes.clone();
-        let turn = first % lanes.len();
-        lanes.rotate_left(turn);
-        batch.drain_all(&lanes, names, (max_records, max_bytes), &flow.name);
+        let turn = self.first.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
+        batch.drain_all(&self.lanes, turn, names, (max_records, max_bytes), &flow.name);
         if batch.records.is_empty() && batch.denied.is_none() {
-            let flow = flow.clone();
+            let (lanes, flow) = (self.lanes.clone(), flow.clone());
             let mut taken = std::mem::take(names);
             (batch, *names) = blocking(move || {
                 batch.wait(&lanes, &mut taken, (max_records, max_bytes), timeout, &flow.name);
@@ -250,9 +247,17 @@ impl Drained {
         }
     }
 
-    /// Takes what `lanes` hold, in order, without waiting, up to the bounds (records, bytes).
-    fn drain_all(&mut self, lanes: &[Arc<SourceReader>], names: &mut TopicNames, bounds: (usize, usize), flow: &str) {
-        for lane in lanes {
+    /// Takes what `lanes` hold, from lane `from` on in turn, without waiting, up to the bounds
+    /// (records, bytes).
+    fn drain_all(
+        &mut self,
+        lanes: &[Arc<SourceReader>],
+        from: usize,
+        names: &mut TopicNames,
+        bounds: (usize, usize),
+        flow: &str,
+    ) {
+        for lane in lanes.iter().cycle().skip(from).take(lanes.len()) {
             if self.denied.is_some() || self.records.len() >= bounds.0 || self.bytes >= bounds.1 {
                 return;
             }
@@ -280,7 +285,7 @@ impl Drained {
                 let left = deadline.saturating_duration_since(Instant::now());
                 self.drain(lane, names, bounds.0, bounds.1, left.min(WAIT_SLICE), flow);
                 if !self.records.is_empty() || self.denied.is_some() {
-                    return self.drain_all(lanes, names, bounds, flow);
+                    return self.drain_all(lanes, 0, names, bounds, flow);
                 }
             }
             if Instant::now() >= deadline {
