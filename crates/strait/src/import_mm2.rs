@@ -114,7 +114,9 @@ fn patterns(value: &str) -> Result<crate::rules::Patterns, &'static str> {
 fn reason(key: &str) -> &'static str {
     let last = key.rsplit_once("->").map_or(key, |(_, k)| k);
     let last = last.split_once('.').filter(|(alias, _)| !alias.contains('-')).map_or(last, |(_, k)| k);
-    if key.ends_with("tasks.max") {
+    if key.starts_with("config.providers.") {
+        "a config provider's parameter: Strait's providers (env, file, directory) take none"
+    } else if key.ends_with("tasks.max") {
         "Strait has no Connect tasks: one flow reads every partition"
     } else if key.ends_with("topic.replication.factor") || key.ends_with("storage.replication.factor") {
         "Strait creates every topic with the flow's replication_factor"
@@ -154,11 +156,58 @@ fn jaas_credentials(jaas: &str) -> Option<(String, String)> {
     Some((field("username")?, field("password")?))
 }
 
+/// Kafka's config providers and the names Strait gives them ([`crate::config::references`]).
+const PROVIDERS: &[(&str, &str)] = &[
+    ("org.apache.kafka.common.config.provider.FileConfigProvider", "file"),
+    ("org.apache.kafka.common.config.provider.DirectoryConfigProvider", "directory"),
+    ("org.apache.kafka.common.config.provider.EnvVarConfigProvider", "env"),
+];
+
+/// `props` with MM2's config-provider references (`${<name>:...}`, `<name>` one of
+/// `config.providers`) renamed after Strait's provider of the same class, so that a secret stays
+/// where MM2 read it from; the `config.providers*` keys are marked used. Errors: a provider
+/// class Strait does not have, naming its key.
+fn with_strait_references(
+    props: &HashMap<String, String>,
+    used: &mut HashSet<String>,
+) -> Result<HashMap<String, String>, String> {
+    let mut renames = Vec::new();
+    if let Some(names) = props.get("config.providers") {
+        used.insert("config.providers".into());
+        for name in list(names) {
+            let key = format!("config.providers.{name}.class");
+            let class = props.get(&key).map(|c| c.trim()).unwrap_or_default();
+            let (_, strait) = PROVIDERS.iter().find(|(java, _)| *java == class).ok_or_else(|| {
+                format!("{key} = {class:?}: Strait resolves only Kafka's FileConfigProvider, DirectoryConfigProvider and EnvVarConfigProvider")
+            })?;
+            used.insert(key);
+            renames.push((name, *strait));
+        }
+    }
+    Ok(props.iter().map(|(k, v)| (k.clone(), renamed(v, &renames))).collect())
+}
+
+/// `value` with the provider of each `${provider:` renamed by `renames` (MM2's name, Strait's).
+fn renamed(value: &str, renames: &[(String, &str)]) -> String {
+    let mut parts = value.split("${");
+    let mut out = parts.next().unwrap_or_default().to_string();
+    for part in parts {
+        out.push_str("${");
+        let provider = part.split_once(':').map(|(p, _)| p);
+        match renames.iter().find(|(mm2, _)| Some(mm2.as_str()) == provider) {
+            Some((mm2, strait)) => out.extend([*strait, &part[mm2.len()..]]),
+            None => out.push_str(part),
+        }
+    }
+    out
+}
+
 /// Imports `props` (an MM2 properties file, read). Errors: no `clusters`, a cluster without
 /// `bootstrap.servers`, or a value that does not convert, naming the key.
 pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
     let mut used: HashSet<String> = HashSet::new();
     let mut notes = Vec::new();
+    let props = &with_strait_references(props, &mut used)?;
     let get = |key: &str, used: &mut HashSet<String>| {
         let v = props.get(key)?;
         used.insert(key.to_string());

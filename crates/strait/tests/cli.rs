@@ -49,6 +49,13 @@ fn temp_file(name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
+/// A file `file` in this run's temp folder holding `text`: its path.
+fn temp_named(file: &str, text: &str) -> String {
+    let path = write("any", "").with_file_name(file);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
 const MISSING: &str = "/nonexistent/strait/file.pem";
 
 #[test]
@@ -268,4 +275,59 @@ fn run_help_documents_flow() {
         help.contains("--flow <FLOW>") && help.contains("repeat it") && help.contains("Default: every flow"),
         "{help}"
     );
+}
+
+/// `strait validate` of `config` with `env` set: its exit code and stderr.
+fn validate_with_env(config: &std::path::Path, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["validate", "--config", config.to_str().unwrap()])
+        .envs(env.iter().copied())
+        .output()
+        .expect("run strait");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn references_are_resolved_by_validate_and_a_missing_one_exits_2_naming_it() {
+    let secret = "pw-never-shown-7f3a";
+    let props = temp_named("credentials.properties", &format!("password = {secret}\n"));
+    let var = format!("STRAIT_CLI_TEST_BOOTSTRAP_{}", std::process::id());
+    let config = |key: &str| {
+        with_target_client(&format!("\"sasl.username\" = \"strait\"\n\"sasl.password\" = \"${{file:{props}:{key}}}\""))
+            .replace("127.0.0.1:9093", &format!("${{env:{var}}}"))
+    };
+    let valid = write("references", &config("password"));
+    assert_eq!(validate_with_env(&valid, &[(&var, "127.0.0.1:9093")]).0, Some(0));
+
+    let (code, stderr) = validate_with_env(&valid, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("clusters[1].bootstrap_servers: `${{env:{var}}}`: the environment variable")));
+    let (code, stderr) = validate_with_env(&write("missing-key", &config("passwd")), &[(&var, "127.0.0.1:9093")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("clusters[1].client.\"sasl.password\"") && stderr.contains("has no key passwd"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(secret), "{stderr}");
+}
+
+#[test]
+fn an_imported_mm2_file_keeps_its_references_and_validates_with_them() {
+    let creds = temp_named("mm2-creds.properties", "us.password = from-a-file\n");
+    let properties = temp_named(
+        "mm2.properties",
+        &format!(
+            "clusters = eu, us\nconfig.providers = vault\n\
+             config.providers.vault.class = org.apache.kafka.common.config.provider.FileConfigProvider\n\
+             eu.bootstrap.servers = eu:9092\nus.bootstrap.servers = us:9092\nus.security.protocol = SASL_PLAINTEXT\n\
+             us.sasl.mechanism = PLAIN\n\
+             us.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username=\"mm2\" password=\"${{vault:{creds}:us.password}}\";\neu->us.enabled = true\n"
+        ),
+    );
+    let out = strait(&["import-mm2", &properties]);
+    let toml = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success() && toml.contains(&format!("${{file:{creds}:us.password}}")), "{toml}");
+    assert!(!toml.contains("from-a-file"), "the import resolves nothing: {toml}");
+    assert_eq!(validate_with_env(&write("imported", &toml), &[]), (Some(0), String::new()));
 }

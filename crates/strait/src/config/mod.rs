@@ -11,6 +11,7 @@ pub mod bounds;
 mod cluster;
 mod flow;
 mod kinds;
+pub mod references;
 pub mod settings;
 #[cfg(test)]
 mod tests;
@@ -180,21 +181,23 @@ impl Config {
         Self::read(text)?.resolve()
     }
 
-    /// Reads TOML text into the typed settings, unresolved: unknown keys, wrong types and values
-    /// out of bounds are refused naming the field (`flows[0].commit_interval_ms`); syntax errors
-    /// give TOML's message with the line.
+    /// Reads TOML text into the typed settings, unresolved, once every reference in its strings
+    /// is replaced by its value ([`references`]: `${env:NAME}`, `${file:PATH:KEY}`,
+    /// `${directory:DIR:FILE}`): unknown keys, wrong types, values out of bounds and references
+    /// that cannot be resolved are refused naming the field (`flows[0].commit_interval_ms`);
+    /// syntax errors give TOML's message with the line.
     pub fn read(text: &str) -> Result<Self, ConfigError> {
         Self::read_named(text, "")
     }
 
     /// [`Config::read`]; errors with no field path name `file`.
     fn read_named(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| err(file, e.to_string()))?;
+        references::resolve_table(&mut table, &references::Sources::system())?;
         let raw: Config<toml::Table> =
-            serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
-                match e.path().to_string() {
-                    path if path == "." => err(file, e.into_inner().to_string()),
-                    path => err(path, e.into_inner().message()),
-                }
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| match e.path().to_string() {
+                path if path == "." => err(file, e.into_inner().to_string()),
+                path => err(path, e.into_inner().message()),
             })?;
         let flows = raw.flows.into_iter().enumerate().map(|(i, t)| FlowConfig::read(i, t)).collect::<Result<_, _>>()?;
         Ok(Config { clusters: raw.clusters, flows, residency: raw.residency, metrics: raw.metrics })

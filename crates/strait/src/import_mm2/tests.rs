@@ -165,3 +165,34 @@ fn acl_sync_is_carried() {
     assert_eq!(flow.topic_acls.interval(), Some(std::time::Duration::from_secs(60)), "{}", imported.toml);
     assert!(dropped(&imported).is_empty(), "{:?}", imported.dropped);
 }
+
+#[test]
+fn config_provider_references_stay_references_under_strait_names() {
+    let text = "clusters = eu, us\n\
+        config.providers = secrets, vars, mounted\n\
+        config.providers.secrets.class = org.apache.kafka.common.config.provider.FileConfigProvider\n\
+        config.providers.vars.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n\
+        config.providers.mounted.class = org.apache.kafka.common.config.provider.DirectoryConfigProvider\n\
+        config.providers.mounted.param.allowed.paths = /mnt\n\
+        eu.bootstrap.servers = ${vars:EU_BOOTSTRAP}\n\
+        us.bootstrap.servers = kafka-us:9094\n\
+        us.security.protocol = SASL_SSL\n\
+        us.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \
+            username=\"${mounted:/mnt/us:user}\" password=\"${secrets:/etc/mm2/creds.properties:us.password}\";\n\
+        eu->us.enabled = true\n\
+        eu->us.topics = orders-${literal}\n";
+    let imported = import(&props(text)).unwrap();
+    let config: toml::Table = imported.toml.parse().unwrap();
+    let clusters = config["clusters"].as_array().unwrap();
+    assert_eq!(clusters[0]["bootstrap_servers"].as_str(), Some("${env:EU_BOOTSTRAP}"), "{}", imported.toml);
+    let us = clusters[1]["client"].as_table().unwrap();
+    assert_eq!(us["sasl.username"].as_str(), Some("${directory:/mnt/us:user}"));
+    assert_eq!(us["sasl.password"].as_str(), Some("${file:/etc/mm2/creds.properties:us.password}"));
+    assert!(imported.toml.contains("orders-${literal}"), "not a reference: left as written");
+    assert_eq!(dropped(&imported), ["config.providers.mounted.param.allowed.paths"]);
+    assert!(imported.dropped[0].1.contains("take none"), "{:?}", imported.dropped);
+
+    let vault = "clusters = a\na.bootstrap.servers = x\nconfig.providers = vault\n\
+                 config.providers.vault.class = com.example.VaultConfigProvider\n";
+    assert!(import(&props(vault)).err().unwrap().starts_with("config.providers.vault.class"));
+}

@@ -52,8 +52,23 @@ async fn sasl_ssl_with_least_privilege_on_the_source() {
     };
     let before: Vec<String> = list_topics(&a);
 
-    // Replication and checkpoints with read-only rights on the source, every log line on.
-    let strait = Strait::start_logging(&p, &format!("{}{}", clusters(SOURCE_PASSWORD), flow("")), "trace");
+    // Replication and checkpoints with read-only rights on the source, every log line on, the
+    // source's address and both passwords given by reference as a Kubernetes Secret would:
+    // mounted files (`directory`), a properties file (`file`) and an environment variable.
+    let secrets = dir.join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("source-bootstrap"), &source.cluster.bootstrap).unwrap();
+    std::fs::write(secrets.join("target.properties"), format!("password = {TARGET_PASSWORD}\n")).unwrap();
+    let by_reference = format!(
+        "{}{}",
+        secure_cluster_toml(&src, &source, "${env:STRAIT_TEST_SOURCE_PASSWORD}")
+            .replace(&source.cluster.bootstrap, &format!("${{directory:{}:source-bootstrap}}", secrets.display())),
+        secure_cluster_toml(&dst, &target, &format!("${{file:{}/target.properties:password}}", secrets.display()))
+    );
+    assert!(!by_reference.contains(SOURCE_PASSWORD) && !by_reference.contains(TARGET_PASSWORD));
+    assert!(!by_reference.contains(&source.cluster.bootstrap));
+    let env = [("STRAIT_TEST_SOURCE_PASSWORD", SOURCE_PASSWORD)];
+    let strait = Strait::launch_with_env(&p, &format!("{by_reference}{}", flow("")), "trace", &[], &env);
     let remote = format!("{src}.{topic}");
     wait_until("replicated over SASL_SSL", Duration::from_secs(60), || count(&b, &remote) == Some(100)).await;
     wait_until("checkpoints written", Duration::from_secs(60), || {

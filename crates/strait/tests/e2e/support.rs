@@ -87,6 +87,11 @@ impl Strait {
     /// `strait run --config <toml> <args>` with `RUST_LOG=log_filter`, and `--metrics-addr` on a
     /// free port unless `args` give one.
     pub fn launch(name: &str, toml: &str, log_filter: &str, args: &[&str]) -> Self {
+        Self::launch_with_env(name, toml, log_filter, args, &[])
+    }
+
+    /// [`Strait::launch`] with environment variables `env` set for the process.
+    pub fn launch_with_env(name: &str, toml: &str, log_filter: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         let given = args.iter().position(|a| *a == "--metrics-addr").and_then(|i| args.get(i + 1));
         let metrics = given.map_or_else(free_addr, |a| a.to_string());
         let mut all = args.to_vec();
@@ -102,6 +107,7 @@ impl Strait {
             .arg(&config)
             .args(&all)
             .env("RUST_LOG", log_filter)
+            .envs(env.iter().copied())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .stdin(Stdio::null())
