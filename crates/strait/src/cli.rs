@@ -65,10 +65,16 @@ pub enum Command {
         output: Output,
     },
     /// Write a Strait config (TOML, on stdout) from a MirrorMaker 2 dedicated-mode properties
-    /// file; every key it cannot carry is listed on stderr with the reason.
+    /// file or a Strimzi `KafkaMirrorMaker2` resource (YAML, `v1beta2` or `v1`); every key it
+    /// cannot carry is listed on stderr with the reason.
     ImportMm2 {
-        /// Path of MM2's properties file (`connect-mirror-maker.properties`).
+        /// Path of MM2's properties file (`connect-mirror-maker.properties`), or of the resource
+        /// (`.yaml` or `.yml`).
         properties: PathBuf,
+        /// Where the config expects each Secret a Strimzi resource names, mounted as a directory
+        /// (`<dir>/<secret name>/<key>`).
+        #[arg(long, default_value = strait::import_mm2::SECRETS_DIR)]
+        secrets_dir: String,
     },
     /// Print a source consumer group's committed offsets and their translation to the target,
     /// per topic partition: the numbers its checkpoints carry (MM2 `RemoteClusterUtils.translateOffsets`).

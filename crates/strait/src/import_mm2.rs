@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use crate::config::{ClusterConfig, Config, DeliveryKind, FlowConfig, PolicyKind, SyncsLocation};
 
+mod strimzi;
+
+pub use strimzi::{import_strimzi, SECRETS_DIR};
+
 /// The imported config and what could not be carried.
 pub struct Imported {
     /// Strait's TOML.
@@ -205,6 +209,28 @@ fn renamed(value: &str, renames: &[(String, &str)]) -> String {
 /// Imports `props` (an MM2 properties file, read). Errors: no `clusters`, a cluster without
 /// `bootstrap.servers`, or a value that does not convert, naming the key.
 pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
+    finish(build(props, &BTreeMap::new())?, Vec::new())
+}
+
+/// A config built from MM2 properties, before it is written ([`finish`]).
+struct Built {
+    config: Config,
+    /// Each property left out, with why.
+    dropped: BTreeMap<String, String>,
+    notes: Vec<String>,
+}
+
+/// `built` as TOML, with `more` left out besides the properties (a resource's own fields).
+fn finish(built: Built, more: Vec<(String, String)>) -> Result<Imported, String> {
+    let toml = to_toml(&built.config).map_err(|e| format!("cannot write TOML: {e}"))?;
+    let mut dropped = built.dropped;
+    dropped.extend(more);
+    Ok(Imported { toml, dropped: dropped.into_iter().collect(), notes: built.notes })
+}
+
+/// The config `props` describe, each cluster's client settings completed by `extra` (alias →
+/// librdkafka settings no MM2 property carries). Errors: as [`import`].
+fn build(props: &HashMap<String, String>, extra: &BTreeMap<String, BTreeMap<String, String>>) -> Result<Built, String> {
     let mut used: HashSet<String> = HashSet::new();
     let mut notes = Vec::new();
     let props = &with_strait_references(props, &mut used)?;
@@ -260,6 +286,7 @@ pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
         if let Some(v) = setting("ssl.key.password", &mut used) {
             client.insert("ssl.key.password".into(), v);
         }
+        client.extend(extra.get(alias).cloned().unwrap_or_default());
         clusters.push(ClusterConfig {
             alias: alias.clone(),
             bootstrap_servers,
@@ -272,7 +299,11 @@ pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
     let mut enabled: Vec<(String, String)> = props
         .iter()
         .filter_map(|(k, v)| {
+            // `A->B.enabled` of two declared clusters (not `A->B.sync.group.offsets.enabled`).
             let (source, target) = k.strip_suffix(".enabled")?.split_once("->")?;
+            if !(aliases.iter().any(|a| a == source) && aliases.iter().any(|a| a == target)) {
+                return None;
+            }
             used.insert(k.clone());
             (v.trim() == "true").then(|| (source.to_string(), target.to_string()))
         })
@@ -310,10 +341,8 @@ pub fn import(props: &HashMap<String, String>) -> Result<Imported, String> {
         flows.push(flow);
     }
     let config = Config { clusters, flows, residency: Default::default(), metrics: None };
-    let toml = to_toml(&config).map_err(|e| format!("cannot write TOML: {e}"))?;
-    let dropped: BTreeMap<String, String> =
-        props.keys().filter(|k| !used.contains(*k)).map(|k| (k.clone(), reason(k).to_string())).collect();
-    Ok(Imported { toml, dropped: dropped.into_iter().collect(), notes })
+    let dropped = props.keys().filter(|k| !used.contains(*k)).map(|k| (k.clone(), reason(k).to_string())).collect();
+    Ok(Built { config, dropped, notes })
 }
 
 /// `config` as TOML, each flow with only the keys that differ from Strait's defaults (and

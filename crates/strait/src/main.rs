@@ -26,8 +26,8 @@ fn main() -> ExitCode {
         LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
     }
-    if let Command::ImportMm2 { properties } = &cli.command {
-        return import_mm2(properties);
+    if let Command::ImportMm2 { properties, secrets_dir } = &cli.command {
+        return import_mm2(properties, secrets_dir);
     }
     let path = match &cli.command {
         Command::Run { config, .. }
@@ -35,7 +35,7 @@ fn main() -> ExitCode {
         | Command::Status { config, .. }
         | Command::TranslateOffsets { config, .. }
         | Command::Failover { config, .. } => config,
-        Command::ImportMm2 { properties } => properties,
+        Command::ImportMm2 { properties, .. } => properties,
     };
     let (flows, metrics) = match Config::load_with_metrics(path) {
         Ok(loaded) => loaded,
@@ -82,18 +82,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn import_mm2(path: &std::path::Path) -> ExitCode {
-    let props = match std::fs::File::open(path)
-        .map_err(|e| e.to_string())
-        .and_then(|f| java_properties::read(std::io::BufReader::new(f)).map_err(|e| e.to_string()))
-    {
-        Ok(props) => props,
-        Err(e) => {
-            print_err!("strait: cannot read {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-    };
-    match strait::import_mm2::import(&props) {
+fn import_mm2(path: &std::path::Path, secrets_dir: &str) -> ExitCode {
+    let yaml = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+    let imported =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display())).and_then(|text| {
+            match yaml {
+                true => strait::import_mm2::import_strimzi(&text, secrets_dir),
+                false => java_properties::read(text.as_bytes())
+                    .map_err(|e| e.to_string())
+                    .and_then(|props| strait::import_mm2::import(&props)),
+            }
+        });
+    match imported {
         Ok(imported) => {
             for (key, why) in &imported.dropped {
                 print_err!("strait: not carried: {key}: {why}");

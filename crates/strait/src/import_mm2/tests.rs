@@ -196,3 +196,15 @@ fn config_provider_references_stay_references_under_strait_names() {
                  config.providers.vault.class = com.example.VaultConfigProvider\n";
     assert!(import(&props(vault)).err().unwrap().starts_with("config.providers.vault.class"));
 }
+
+#[test]
+fn a_flow_setting_ending_in_enabled_is_not_a_flow() {
+    let imported = import(&props(
+        "clusters = eu, us\neu.bootstrap.servers = a:9092\nus.bootstrap.servers = b:9092\neu->us.enabled = true\n\
+         eu->us.sync.group.offsets.enabled = true\neu->us.emit.heartbeats.enabled = false\n",
+    ))
+    .unwrap();
+    let flows = flows(&imported);
+    assert_eq!(flows.len(), 1, "{}", imported.toml);
+    assert!(flows["eu->us"].checkpoints.sync_group_offsets && !flows["eu->us"].heartbeats.emit_heartbeats);
+}

@@ -33,6 +33,7 @@ mod selection;
 mod sink;
 mod startup_errors;
 mod status_regions;
+mod strimzi;
 mod throttle;
 /// The batches the batch path's tests make and read, shared with `strait-wire`'s own tests.
 #[path = "../../../wire/tests/brokers/made.rs"]
