@@ -90,7 +90,7 @@ impl Periodic for Watch {
         let flow = self.flow.clone();
         let probe = self.target.clone();
         let answers = blocking(move || probe.fetch_metadata(None, TARGET_PROBE_TIMEOUT).is_ok()).await;
-        metrics().set_target_answers(&flow.name, answers);
+        metrics().set_target_answers(&flow.name, &flow.source.alias, &flow.target.alias, answers);
         let mut positions = self.committed.snapshot();
         let reader = self.reader.clone();
         let read = blocking(move || {

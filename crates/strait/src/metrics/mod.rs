@@ -102,6 +102,7 @@ pub struct Metrics {
     lag: Family<PartitionLabels, Gauge>,
     offset_syncs: Family<PartitionLabels, Counter>,
     flow_up: Family<FlowLabels, Gauge>,
+    writable: Family<FlowLabels, Gauge>,
     slot_owned: Family<SlotLabels, Gauge>,
     control_tasks_up: Family<FlowLabels, Gauge>,
     throttled_ms: Family<FlowLabels, Counter>,
@@ -116,8 +117,8 @@ pub struct Metrics {
     invalid_positions: Family<TopicLabels, Counter>,
     /// Per-partition series, or one per topic (`partition=""`).
     per_partition: AtomicBool,
-    /// Flow name → (running, target answers), for `/ready`.
-    flows: Mutex<BTreeMap<String, (bool, bool)>>,
+    /// Flow name → its labels, running, target answers: `/ready` and `strait_flow_writable`.
+    flows: Mutex<BTreeMap<String, ready::FlowState>>,
 }
 
 /// The handles the data path updates for one source partition.
@@ -177,6 +178,7 @@ impl Metrics {
             lag: Family::default(),
             offset_syncs: Family::default(),
             flow_up: Family::default(),
+            writable: Family::default(),
             slot_owned: Family::default(),
             control_tasks_up: Family::default(),
             throttled_ms: Family::default(),
@@ -208,6 +210,11 @@ impl Metrics {
         );
         r.register("strait_offset_syncs", "MM2 offset syncs written", m.offset_syncs.clone());
         r.register("strait_flow_up", "1 while the flow runs, 0 otherwise", m.flow_up.clone());
+        r.register(
+            "strait_flow_writable",
+            "1 while the flow runs and its target answered the last probe (what /ready says of the flow), 0 otherwise",
+            m.writable.clone(),
+        );
         r.register(
             "strait_slot_owned",
             "1 for each slot of the flow this instance owns (a series only for owned slots)",
@@ -319,12 +326,6 @@ impl Metrics {
         self.group_offset_syncs.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
     }
 
-    /// Records whether the flow `name` (`source` → `target`) runs (`strait_flow_up`, `/ready`).
-    pub fn set_flow_up(&self, name: &str, source: &str, target: &str, up: bool) {
-        self.flow_up.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).set(i64::from(up));
-        self.flows.lock().unwrap_or_else(|e| e.into_inner()).entry(name.to_string()).or_insert((false, true)).0 = up;
-    }
-
     /// Records the slots of the flow `source` → `target` this instance owns now
     /// (`strait_slot_owned`): a series of 1 for each slot in `owned`, none for the others.
     pub fn set_slots_owned(&self, source: &str, target: &str, slots: u32, owned: &[u32]) {
@@ -367,26 +368,6 @@ impl Metrics {
         self.acls_synced.get_or_create(&FlowLabels { source: source.into(), target: target.into() }).clone()
     }
 
-    /// Records whether the target of flow `name` answered its last probe (`/ready`).
-    pub fn set_target_answers(&self, name: &str, answers: bool) {
-        self.flows.lock().unwrap_or_else(|e| e.into_inner()).entry(name.to_string()).or_insert((false, true)).1 =
-            answers;
-    }
-
-    /// What keeps each flow from being ready (not running, or its target not answering), for
-    /// `/ready`; empty when every flow is ready.
-    pub fn flows_down(&self) -> Vec<String> {
-        let flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
-        flows
-            .iter()
-            .filter_map(|(name, (up, answers))| match (up, answers) {
-                (false, _) => Some(format!("{name} (not running)")),
-                (true, false) => Some(format!("{name} (target not answering)")),
-                (true, true) => None,
-            })
-            .collect()
-    }
-
     /// The registry in Prometheus' text format (OpenMetrics).
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -396,5 +377,6 @@ impl Metrics {
     }
 }
 
+mod ready;
 #[cfg(test)]
 mod tests;

@@ -32,3 +32,24 @@ fn the_dashboard_queries_only_exported_metrics() {
         assert!(exported.contains(&format!("# TYPE {family} ")), "the dashboard queries {family}: not exported");
     }
 }
+
+/// A flow runs through a target outage; it is writable, and ready, only while its target answers.
+#[test]
+fn a_flow_is_writable_while_it_runs_and_its_target_answers() {
+    let m = Metrics::new();
+    let writable = |m: &Metrics| {
+        let line = m.encode().lines().find(|l| l.starts_with("strait_flow_writable{")).map(str::to_string);
+        line.and_then(|l| l.rsplit(' ').next().map(str::to_string))
+    };
+    m.set_flow_up("a->b", "a", "b", true);
+    assert_eq!(writable(&m).as_deref(), Some("1"));
+    m.set_target_answers("a->b", "a", "b", false);
+    assert_eq!(writable(&m).as_deref(), Some("0"));
+    assert_eq!(m.flows_down(), ["a->b (target not answering)"]);
+    assert!(m.encode().contains("strait_flow_up{source=\"a\",target=\"b\"} 1"), "still running");
+    m.set_target_answers("a->b", "a", "b", true);
+    assert_eq!(writable(&m).as_deref(), Some("1"));
+    m.set_flow_up("a->b", "a", "b", false);
+    assert_eq!(writable(&m).as_deref(), Some("0"));
+    assert_eq!(m.flows_down(), ["a->b (not running)"]);
+}

@@ -108,10 +108,21 @@ async fn at_least_once_through_a_75s_network_cut_to_the_target() {
     let strait = Strait::start(&p, &config);
     wait_until("replication under way", Duration::from_secs(60), || count(&b, &remote).unwrap_or(0) > 5_000).await;
     let before = count(&b, &remote).unwrap();
+    // Cut off, the flow keeps running but can no longer write: `strait_flow_writable` (what an
+    // alert on a dead mirror reads) says so within a probe or two, as `/ready` does.
+    let labels = format!("source=\"{p}s\",target=\"{p}d\"");
+    let scrape = || http_get(&strait.metrics, "/metrics").map(|(_, body)| body).unwrap_or_default();
+    let writable = || sample(&scrape(), "strait_flow_writable", &labels);
+    assert_eq!(writable(), Some(1.0), "writable before the cut");
+    let cut = std::time::Instant::now();
     proxy.cut();
-    tokio::time::sleep(Duration::from_secs(75)).await;
+    wait_until("writable 0 while cut off", Duration::from_secs(30), || writable() == Some(0.0)).await;
+    assert_eq!(sample(&scrape(), "strait_flow_up", &labels), Some(1.0), "the flow still runs");
+    assert_eq!(http_get(&strait.metrics, "/ready").map(|r| r.0), Some(503));
+    tokio::time::sleep(Duration::from_secs(75).saturating_sub(cut.elapsed())).await;
     proxy.heal();
     resumes_within_30s("75 s network cut", &b, &remote, before).await;
+    wait_until("writable again", Duration::from_secs(30), || writable() == Some(1.0)).await;
     producer.await.unwrap();
     nothing_lost(strait, &config, &b, &remote, "network cut").await;
 }

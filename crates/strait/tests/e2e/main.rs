@@ -5,6 +5,7 @@ mod support;
 
 mod acls;
 mod active_active;
+mod alert_rules;
 mod batches;
 mod batches_limits;
 mod checkpoints;
