@@ -120,6 +120,11 @@ pub enum Command {
         /// least 1; librdkafka gives up on its own after 15 s).
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
         source_timeout_ms: u64,
+        /// Planned: first check that the flow's source topics take no new record for this long
+        /// (ms), the sign that their producers stopped; if one does, no group moves. Default:
+        /// not checked.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        quiet_ms: Option<u64>,
         /// `text` (aligned columns) or `json` (the report as one object).
         #[arg(long, value_enum, default_value = "text")]
         output: Output,

@@ -64,8 +64,12 @@ fn main() -> ExitCode {
                         Err(code) => code,
                     },
                     Command::Status { output, .. } => rt.block_on(status(flows, output)),
-                    Command::Failover { flow, groups, wait_ms, mode, source_timeout_ms, output, .. } => {
-                        let timing = (Duration::from_millis(wait_ms), Duration::from_millis(source_timeout_ms));
+                    Command::Failover { flow, groups, wait_ms, mode, source_timeout_ms, quiet_ms, output, .. } => {
+                        let timing = (
+                            Duration::from_millis(wait_ms),
+                            Duration::from_millis(source_timeout_ms),
+                            quiet_ms.map(Duration::from_millis),
+                        );
                         rt.block_on(failover(flows, &flow, groups, mode, timing, output))
                     }
                     Command::Validate { .. } | Command::ImportMm2 { .. } => unreachable!("handled above"),
@@ -207,7 +211,7 @@ async fn failover(
     flow: &str,
     groups: Vec<String>,
     mode: strait::failover::Mode,
-    (wait, source_timeout): (Duration, Duration),
+    (wait, source_timeout, quiet): (Duration, Duration, Option<Duration>),
     output: Output,
 ) -> ExitCode {
     let Some(flow) = flows.iter().find(|f| f.name == flow).cloned() else {
@@ -226,7 +230,7 @@ async fn failover(
             }
         }
     };
-    let options = strait::failover::Options { groups, wait, source_timeout, mode };
+    let options = strait::failover::Options { groups, wait, source_timeout, mode, quiet };
     let name = flow.name.clone();
     match strait::failover::failover(Arc::new(flow), reverse.map(Arc::new), &options).await {
         Ok(report) => {

@@ -18,6 +18,7 @@ mod back;
 mod caught_up;
 mod history;
 pub mod plan;
+mod quiet;
 mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +61,9 @@ pub struct Options {
     pub source_timeout: Duration,
     /// Planned, unplanned, or decided by whether the source answers.
     pub mode: Mode,
+    /// Planned: how long the flow's source topics must take no new record before any group
+    /// moves (`--quiet-ms`, the producers' fence); `None`: not checked.
+    pub quiet: Option<Duration>,
 }
 
 /// Moves the groups of `flow` to its target cluster as `options` say and reports what was done,
@@ -98,7 +102,7 @@ pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Opt
     let mut report = match listing {
         Some(groups) => {
             let groups = groups.into_iter().filter(|g| filter.matches(&g.name)).collect();
-            planned(flow.clone(), reverse, source, groups, options.wait).await?
+            planned(flow.clone(), reverse, source, groups, (options.wait, options.quiet)).await?
         }
         None => unplanned(flow.clone(), filter).await?,
     };
@@ -133,7 +137,7 @@ async fn planned(
     reverse: Option<Arc<Flow>>,
     mut source: GroupClient,
     groups: Vec<GroupListing>,
-    wait: Duration,
+    (wait, quiet): (Duration, Option<Duration>),
 ) -> Result<Report, ConnectError> {
     let (on_source, on_target) = (on(&flow.source, "source"), on(&flow.target, "target"));
     let mut translator = Translator::new(flow.clone()).map_err(&on_target)?;
@@ -142,6 +146,10 @@ async fn planned(
     for group in &groups {
         used.extend(source.committed(&group.name, &partitions).await.map_err(&on_source)?.into_keys());
     }
+    let loud = match quiet {
+        Some(quiet) => quiet::grown(&flow, &partitions, quiet).await.map_err(&on_source)?,
+        None => BTreeMap::new(),
+    };
     let (lags, saved) = caught_up::wait(&flow, &used, wait).await.map_err(|(side, e)| match side {
         caught_up::Side::Source => on_source(e),
         caught_up::Side::Target => on_target(e),
@@ -156,6 +164,15 @@ async fn planned(
             "{behind} source records still not replicated after {} ms: no group moved (wait longer \
              with --wait-ms, or move the groups to what is replicated with --mode unplanned)",
             wait.as_millis()
+        ));
+    }
+    if !loud.is_empty() {
+        let written: Vec<String> = loud.iter().map(|((t, p), n)| format!("{t}-{p} (+{n})")).collect();
+        report.problems.push(format!(
+            "source topics not quiet: records were written during the {} ms asked for, on {}: no group \
+             moved (stop the producers, or point them at the target, and run again)",
+            quiet.unwrap_or_default().as_millis(),
+            written.join(", ")
         ));
     }
     // Read after the wait: the groups' last commits and the offset syncs of the last batches.
@@ -187,7 +204,7 @@ async fn planned(
         if rows.is_empty() {
             continue; // no offsets on the flow's topics: nothing to move
         }
-        let held = if behind > 0 {
+        let held = if behind > 0 || !loud.is_empty() {
             Some(None)
         } else if !group.is_inactive() {
             Some(Some(format!(

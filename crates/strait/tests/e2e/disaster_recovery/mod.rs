@@ -1,6 +1,7 @@
-//! `strait failover` through real brokers: a planned failover while producers run, and the
-//! disaster-recovery drill (region A lost, groups moved to B, A back, failback with nothing
-//! truncated, nothing copied twice and no echo), in both delivery modes.
+//! `strait failover` through real brokers: a planned failover while producers run (guarded by
+//! `--quiet-ms`, it refuses until they stop), and the disaster-recovery drill (region A lost,
+//! groups moved to B, A back, failback with nothing truncated, nothing copied twice and no
+//! echo), in both delivery modes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -122,7 +123,16 @@ async fn a_planned_failover_while_producers_run_moves_the_group_once_replicated(
     let run = tokio::task::spawn_blocking(move || {
         failover(&config, &flow, &["--mode", "planned", "--groups", &groups, "--wait-ms", "60000"])
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A failover guarded by the producers' fence sees them still writing and moves nothing.
+    let (code, loud, stderr) = failover(
+        &write_config(&format!("{}-cliq", f.p), &f.config("")),
+        &format!("{}->{}", f.src, f.dst),
+        &["--mode", "planned", "--groups", &group, "--quiet-ms", "1000", "--wait-ms", "1"],
+    );
+    assert_eq!(code, 1, "{stderr}\n{loud:#}");
+    assert!(stderr.contains("source topics not quiet") && stderr.contains(&format!("{}-", f.topic)), "{stderr}");
+    assert!(rows(&loud, &group).values().all(|r| r["action"] == "skipped"), "{loud:#}");
+    assert!(committed(&f.b, &group, &f.remote, 3).is_empty(), "nothing committed while producers write");
     assert!(!run.is_finished(), "the failover waits while records are being copied");
     // Meanwhile a failover that may not wait moves nothing, and says what it would have done.
     let (code, early, stderr) = failover(
@@ -144,6 +154,12 @@ async fn a_planned_failover_while_producers_run_moves_the_group_once_replicated(
     assert_eq!(total, 3 * 1_000 + 15 * 90, "every partition's end, producers stopped");
     assert!(report["partitions"].as_array().unwrap().iter().all(|p| p["unreplicated"] == 0));
 
+    // Producers stopped: the fence holds, and a guarded failover of the group goes through.
+    let config_q = write_config(&format!("{}-cliq2", f.p), &f.config(""));
+    let (code, quiet, stderr) =
+        failover(&config_q, &format!("{}->{}", f.src, f.dst), &["--groups", &group, "--quiet-ms", "1000"]);
+    assert_eq!(code, 0, "{stderr}\n{quiet:#}");
+    assert!(!stderr.contains("not quiet"), "{stderr}");
     // The group resumes on the target from what was committed: nothing skipped, re-reads bounded.
     let on_target = committed(&f.b, &group, &f.remote, 3);
     let moved = rows(&report, &group);
