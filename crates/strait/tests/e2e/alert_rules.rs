@@ -1,5 +1,6 @@
-//! The Prometheus rules in `deploy/prometheus/` against a running Strait: every metric the rules
-//! and their unit tests name is one a real scrape exports (so a renamed metric fails here), and
+//! The Prometheus rules (`deploy/helm/strait/files/strait-rules.yaml`, unit-tested by
+//! `deploy/prometheus/strait-rules.test.yaml`) against a running Strait: every metric the rules and
+//! their unit tests name is one a real scrape exports (so a renamed metric fails here), and
 //! `promtool` checks the rules and runs their unit tests.
 
 use std::path::Path;
@@ -60,16 +61,17 @@ async fn alert_rules_name_exported_metrics() {
     assert!(strait.stop().success());
     let exported: Vec<&str> =
         scrape.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split(['{', ' ']).next()).collect();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus");
-    for file in ["strait-rules.yaml", "strait-rules.test.yaml"] {
-        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let (rules, tests) = ("helm/strait/files/strait-rules.yaml", "prometheus/strait-rules.test.yaml");
+    for file in [rules, tests] {
+        let text = std::fs::read_to_string(deploy.join(file)).unwrap();
         let named = metric_names(&text);
         assert!(named.len() >= 6, "{file}: {named:?}");
         for name in named {
             assert!(exported.contains(&name.as_str()), "{file} names {name}, which Strait does not export:\n{scrape}");
         }
     }
-    promtool(&dir, &["check", "rules", "strait-rules.yaml"]);
-    let tested = promtool(&dir, &["test", "rules", "strait-rules.test.yaml"]);
+    promtool(&deploy, &["check", "rules", rules]);
+    let tested = promtool(&deploy.join("prometheus"), &["test", "rules", "strait-rules.test.yaml"]);
     assert!(tested.contains("SUCCESS"), "{tested}");
 }
