@@ -83,7 +83,8 @@ fn integer<T: std::str::FromStr>(value: &str) -> Result<T, &'static str> {
 }
 
 fn boolean(value: &str) -> Result<bool, &'static str> {
-    value.trim().parse().map_err(|_| "not true or false")
+    // Kafka's BOOLEAN type ignores case.
+    value.trim().to_ascii_lowercase().parse().map_err(|_| "not true or false")
 }
 
 /// MM2's `*.interval.seconds`.
@@ -296,18 +297,18 @@ fn build(props: &HashMap<String, String>, extra: &BTreeMap<String, BTreeMap<Stri
         });
     }
     let mut flows = Vec::new();
-    let mut enabled: Vec<(String, String)> = props
-        .iter()
-        .filter_map(|(k, v)| {
-            // `A->B.enabled` of two declared clusters (not `A->B.sync.group.offsets.enabled`).
-            let (source, target) = k.strip_suffix(".enabled")?.split_once("->")?;
-            if !(aliases.iter().any(|a| a == source) && aliases.iter().any(|a| a == target)) {
-                return None;
-            }
-            used.insert(k.clone());
-            (v.trim() == "true").then(|| (source.to_string(), target.to_string()))
-        })
-        .collect();
+    let mut enabled = Vec::new();
+    for (k, v) in props {
+        // `A->B.enabled` of two declared clusters (not `A->B.sync.group.offsets.enabled`).
+        let Some((source, target)) = k.strip_suffix(".enabled").and_then(|f| f.split_once("->")) else { continue };
+        if !(aliases.iter().any(|a| a == source) && aliases.iter().any(|a| a == target)) {
+            continue;
+        }
+        used.insert(k.clone());
+        if boolean(v).map_err(|why| format!("{k} = {v:?}: {why}"))? {
+            enabled.push((source.to_string(), target.to_string()));
+        }
+    }
     enabled.sort();
     for (source, target) in enabled {
         let mut flow = FlowConfig::new(&source, &target);
@@ -324,7 +325,7 @@ fn build(props: &HashMap<String, String>, extra: &BTreeMap<String, BTreeMap<Stri
         }
         let eos = get(&format!("{target}.exactly.once.source.support"), &mut used)
             .or_else(|| get("exactly.once.source.support", &mut used))
-            .is_some_and(|v| v.trim() == "enabled");
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("enabled"));
         if eos {
             flow.writing.delivery = DeliveryKind::ExactlyOnce;
         }

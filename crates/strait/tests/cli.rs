@@ -309,6 +309,11 @@ fn references_are_resolved_by_validate_and_a_missing_one_exits_2_naming_it() {
         "{stderr}"
     );
     assert!(!stderr.contains(secret), "{stderr}");
+    // A referenced secret in a setting whose name does not say so, refused later: not shown.
+    let misplaced = config("password").replace("\"sasl.password\"", "\"ssl.ca.location\"");
+    let (code, stderr) = validate_with_env(&write("misplaced", &misplaced), &[(&var, "127.0.0.1:9093")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("ssl.ca.location") && !stderr.contains(secret), "{stderr}");
 }
 
 #[test]

@@ -164,10 +164,11 @@ impl Config {
     pub fn load_with_metrics(path: &Path) -> Result<(Vec<Flow>, MetricsSettings), ConfigError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| err(&file, format!("cannot read: {e}")))?;
-        let config = Self::read_named(&text, &file)?;
+        let (config, given) = Self::read_named(&text, &file)?;
         let clusters = config.clusters.clone();
-        let resolved = config.resolve()?;
-        cluster::check_client_files(&clusters)?;
+        let hide = |e| references::redact(e, &given);
+        let resolved = config.resolve().map_err(hide)?;
+        cluster::check_client_files(&clusters).map_err(hide)?;
         Ok(resolved)
     }
 
@@ -178,7 +179,8 @@ impl Config {
 
     /// [`Config::parse`], with the `[metrics]` settings.
     pub fn parse_with_metrics(text: &str) -> Result<(Vec<Flow>, MetricsSettings), ConfigError> {
-        Self::read(text)?.resolve()
+        let (config, given) = Self::read_named(text, "")?;
+        config.resolve().map_err(|e| references::redact(e, &given))
     }
 
     /// Reads TOML text into the typed settings, unresolved, once every reference in its strings
@@ -187,20 +189,30 @@ impl Config {
     /// that cannot be resolved are refused naming the field (`flows[0].commit_interval_ms`);
     /// syntax errors give TOML's message with the line.
     pub fn read(text: &str) -> Result<Self, ConfigError> {
-        Self::read_named(text, "")
+        Self::read_named(text, "").map(|(config, _)| config)
     }
 
-    /// [`Config::read`]; errors with no field path name `file`.
-    fn read_named(text: &str, file: &str) -> Result<Self, ConfigError> {
-        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| err(file, e.to_string()))?;
-        references::resolve_table(&mut table, &references::Sources::system())?;
+    /// [`Config::read`], with the values references gave ([`references::redact`]); errors with
+    /// no field path name `file`. A syntax error gives its line and column, not the line's text,
+    /// and an error about a secret setting (`is_secret`) not the value, which may be the secret.
+    fn read_named(text: &str, file: &str) -> Result<(Self, Vec<String>), ConfigError> {
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let at = e.span().map(|s| text[..s.start.min(text.len())].split('\n').collect::<Vec<_>>());
+            let at = at.map_or(String::new(), |l| {
+                format!(" at line {}, column {}", l.len(), l[l.len() - 1].chars().count() + 1)
+            });
+            err(file, format!("TOML syntax{at}: {}", e.message()))
+        })?;
+        let given = references::resolve_table(&mut table, &references::Sources::system())?;
         let raw: Config<toml::Table> =
             serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| match e.path().to_string() {
                 path if path == "." => err(file, e.into_inner().to_string()),
-                path => err(path, e.into_inner().message()),
+                path if is_secret(&path) => err(path, "wrong type or value (a secret setting: not shown)"),
+                path => references::redact(err(path, e.into_inner().message()), &given),
             })?;
-        let flows = raw.flows.into_iter().enumerate().map(|(i, t)| FlowConfig::read(i, t)).collect::<Result<_, _>>()?;
-        Ok(Config { clusters: raw.clusters, flows, residency: raw.residency, metrics: raw.metrics })
+        let flows = raw.flows.into_iter().enumerate().map(|(i, t)| FlowConfig::read(i, t)).collect::<Result<_, _>>();
+        let flows = flows.map_err(|e| references::redact(e, &given))?;
+        Ok((Config { clusters: raw.clusters, flows, residency: raw.residency, metrics: raw.metrics }, given))
     }
 
     /// Validates the clusters, the flows and the `[metrics]` settings into the resolved flows.

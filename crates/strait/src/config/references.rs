@@ -25,13 +25,25 @@ impl Sources<'static> {
     }
 }
 
-/// Resolves every reference in the string values of `table`, in place. Errors name the field
-/// (`clusters[0].client."sasl.password"`) and the reference.
-pub fn resolve_table(table: &mut toml::Table, sources: &Sources) -> Result<(), ConfigError> {
+/// Resolves every reference in the string values of `table`, in place; returns the values the
+/// references gave, for [`redact`]. Errors name the field (`clusters[0].client."sasl.password"`)
+/// and the reference.
+pub fn resolve_table(table: &mut toml::Table, sources: &Sources) -> Result<Vec<String>, ConfigError> {
+    let mut given = Vec::new();
     for (key, value) in table.iter_mut() {
-        resolve_value(value, &segment(key, ""), sources)?;
+        resolve_value(value, &segment(key, ""), sources, &mut given)?;
     }
-    Ok(())
+    Ok(given)
+}
+
+/// `e` with every value of `given` (what references gave, 4 characters or more) replaced by
+/// `[from a reference]`: a later error about such a value (say, a file that cannot be read) names
+/// the field, not the value, which may be a secret.
+pub fn redact(mut e: ConfigError, given: &[String]) -> ConfigError {
+    for value in given.iter().filter(|v| v.chars().count() >= 4) {
+        e.message = e.message.replace(value.as_str(), "[from a reference]");
+    }
+    e
 }
 
 /// `key` appended to `path`, quoted when it holds a dot (`client."ssl.ca.location"`).
@@ -44,17 +56,24 @@ fn segment(key: &str, path: &str) -> String {
     }
 }
 
-fn resolve_value(value: &mut toml::Value, path: &str, sources: &Sources) -> Result<(), ConfigError> {
+fn resolve_value(
+    value: &mut toml::Value,
+    path: &str,
+    sources: &Sources,
+    given: &mut Vec<String>,
+) -> Result<(), ConfigError> {
     match value {
-        toml::Value::String(s) if s.contains("${") => *s = resolve(s, sources).map_err(|why| err(path, why))?,
+        toml::Value::String(s) if s.contains("${") => {
+            *s = resolve_giving(s, sources, given).map_err(|why| err(path, why))?;
+        }
         toml::Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
-                resolve_value(item, &format!("{path}[{i}]"), sources)?;
+                resolve_value(item, &format!("{path}[{i}]"), sources, given)?;
             }
         }
         toml::Value::Table(table) => {
             for (key, item) in table.iter_mut() {
-                resolve_value(item, &segment(key, path), sources)?;
+                resolve_value(item, &segment(key, path), sources, given)?;
             }
         }
         _ => {}
@@ -65,6 +84,11 @@ fn resolve_value(value: &mut toml::Value, path: &str, sources: &Sources) -> Resu
 /// `text` with each reference replaced by its value. Errors: why a reference cannot be resolved,
 /// naming it.
 pub fn resolve(text: &str, sources: &Sources) -> Result<String, String> {
+    resolve_giving(text, sources, &mut Vec::new())
+}
+
+/// [`resolve`], adding each value a reference gave to `given`.
+fn resolve_giving(text: &str, sources: &Sources, given: &mut Vec<String>) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -72,7 +96,11 @@ pub fn resolve(text: &str, sources: &Sources) -> Result<String, String> {
         let reference = &rest[start..start + len + 1];
         out.push_str(&rest[..start]);
         match parse(&reference[2..len]) {
-            Some(parsed) => out.push_str(&lookup(parsed, sources).map_err(|why| format!("`{reference}`: {why}"))?),
+            Some(parsed) => {
+                let value = lookup(parsed, sources).map_err(|why| format!("`{reference}`: {why}"))?;
+                out.push_str(&value);
+                given.push(value);
+            }
             None => out.push_str(reference),
         }
         rest = &rest[start + len + 1..];

@@ -104,7 +104,12 @@ pub async fn failover(flow: Arc<Flow>, reverse: Option<Arc<Flow>>, options: &Opt
             let groups = groups.into_iter().filter(|g| filter.matches(&g.name)).collect();
             planned(flow.clone(), reverse, source, groups, (options.wait, options.quiet)).await?
         }
-        None => unplanned(flow.clone(), filter).await?,
+        None => {
+            if options.quiet.is_some() {
+                tracing::warn!(flow = %flow.name, "--quiet-ms not checked: the failover runs unplanned, without the source");
+            }
+            unplanned(flow.clone(), filter).await?
+        }
     };
     if report.groups.is_empty() && report.problems.is_empty() {
         let from = match report.mode {

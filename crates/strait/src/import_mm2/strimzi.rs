@@ -23,7 +23,7 @@ pub const SECRETS_DIR: &str = "/etc/strait/secrets";
 struct Resource {
     api_version: String,
     kind: String,
-    spec: Spec,
+    spec: Option<Spec>,
 }
 
 #[derive(Deserialize)]
@@ -52,7 +52,9 @@ struct Cluster {
     authentication: Option<Authentication>,
     #[serde(default)]
     config: BTreeMap<String, serde_json::Value>,
-    /// `v1`'s target: `groupId` and the Connect storage topics.
+    /// `v1`'s target: Connect's source offsets topic, where MM2's positions are.
+    offset_storage_topic: Option<String>,
+    /// `v1`'s target: `groupId` and Connect's other topics.
     #[serde(flatten)]
     other: BTreeMap<String, IgnoredAny>,
 }
@@ -137,76 +139,101 @@ struct Connector {
 /// naming the field; then as [`super::import`].
 pub fn import_strimzi(yaml: &str, secrets_dir: &str) -> Result<Imported, String> {
     let resource: Resource =
-        serde_saphyr::from_str(yaml).map_err(|e| format!("not a KafkaMirrorMaker2 resource: {e}"))?;
+        serde_saphyr::from_str(yaml).map_err(|e| format!("not one KafkaMirrorMaker2 resource: {e}"))?;
     if resource.kind != "KafkaMirrorMaker2" || !resource.api_version.starts_with("kafka.strimzi.io/") {
-        return Err(format!("{} {}: not a Strimzi KafkaMirrorMaker2", resource.api_version, resource.kind));
+        return Err(format!(
+            "{} {}: not a Strimzi KafkaMirrorMaker2 (give one resource)",
+            resource.api_version, resource.kind
+        ));
     }
-    let spec = resource.spec;
-    let mut props = Properties { map: HashMap::new(), extra: BTreeMap::new(), secrets_dir };
-    let mut dropped: Vec<(String, String)> = spec
-        .other
-        .keys()
-        .map(|k| (format!("spec.{k}"), "a Kubernetes or Connect setting: see the Helm chart".into()))
-        .collect();
-    // The target: v1's own section, or v1beta2's cluster Connect runs on.
-    let mut aliases = Vec::new();
-    let target = match &spec.target {
+    let spec = resource.spec.ok_or("spec: missing")?;
+    let why = "a Kubernetes or Connect setting: see the Helm chart";
+    let dropped = spec.other.keys().map(|k| (format!("spec.{k}"), why.into())).collect();
+    let mut props = Properties { map: HashMap::new(), extra: BTreeMap::new(), dropped, secrets_dir };
+    // The target: v1's own section, or v1beta2's cluster Connect runs on; MM2's source offsets
+    // are in its Connect offsets topic (Strimzi's default name unless set).
+    let mut declared = Vec::new();
+    let (target, mut offsets) = match &spec.target {
         Some(t) => {
-            dropped.extend(
-                t.other.keys().map(|k| (format!("spec.target.{k}"), "Connect's own: Strait runs no Connect".into())),
-            );
-            props.cluster(t.alias.as_deref().unwrap_or("target"), t, "spec.target")?
+            let why = "Connect's own: Strait runs no Connect";
+            props.dropped.extend(t.other.keys().map(|k| (format!("spec.target.{k}"), why.into())));
+            declared.push(props.cluster(t.alias.as_deref().unwrap_or("target"), t, "spec.target")?);
+            (declared[0].clone(), t.offset_storage_topic.clone())
         }
-        None => spec.connect_cluster.clone().unwrap_or_default(),
+        None => {
+            (spec.connect_cluster.clone().ok_or("spec.connectCluster: missing (or spec.target, the v1 shape)")?, None)
+        }
     };
     for (i, cluster) in spec.clusters.iter().enumerate() {
         let field = format!("spec.clusters[{i}]");
-        aliases.push(props.cluster(
-            cluster.alias.as_deref().ok_or(format!("{field}.alias: missing"))?,
-            cluster,
-            &field,
-        )?);
+        let alias = cluster.alias.as_deref().ok_or(format!("{field}.alias: missing"))?;
+        if declared.iter().any(|a| a == alias) {
+            return Err(format!("{field}.alias: {alias} is declared twice"));
+        }
+        if alias == target {
+            let topic = cluster.config.get("offset.storage.topic").map(scalar);
+            offsets = Some(topic.unwrap_or_else(|| "mirrormaker2-cluster-offsets".into()));
+        }
+        declared.push(props.cluster(alias, cluster, &field)?);
     }
-    if spec.target.is_some() {
-        aliases.push(target.clone());
+    if !declared.contains(&target) {
+        return Err(format!("spec.connectCluster: {target} is not one of spec.clusters"));
     }
+    let mut names = Vec::new();
     for (i, mirror) in spec.mirrors.iter().enumerate() {
         let field = format!("spec.mirrors[{i}]");
         let source = match (&mirror.source, &mirror.source_cluster) {
             (Some(c), _) => {
                 let alias = c.alias.as_deref().ok_or(format!("{field}.source.alias: missing"))?;
                 let alias = props.cluster(alias, c, &format!("{field}.source"))?;
-                aliases.push(alias.clone());
+                declared.push(alias.clone());
                 alias
             }
-            (None, Some(alias)) => alias.clone(),
+            (None, Some(alias)) if declared.contains(alias) => alias.clone(),
+            (None, Some(alias)) => return Err(format!("{field}.sourceCluster: {alias} is not one of spec.clusters")),
             (None, None) => return Err(format!("{field}: names no source cluster")),
         };
         let target = mirror.target_cluster.clone().unwrap_or_else(|| target.clone());
-        props.mirror(&format!("{source}->{target}"), mirror, &mut dropped, &field);
+        if !declared.contains(&target) {
+            return Err(format!("{field}.targetCluster: {target} is not one of spec.clusters"));
+        }
+        let name = format!("{source}->{target}");
+        if names.contains(&name) {
+            return Err(format!("{field}: a second mirror {name}; give each pair one mirror"));
+        }
+        if mirror.source_connector.is_none() {
+            let why = "no sourceConnector: Strimzi copies nothing for this mirror, so no flow";
+            props.dropped.push((field, why.into()));
+            continue;
+        }
+        props.mirror(&name, mirror, &field);
+        names.push(name);
     }
     let mut unique = Vec::new();
-    aliases.retain(|a| {
+    declared.retain(|a| {
         !unique.contains(a) && {
             unique.push(a.clone());
             true
         }
     });
-    props.map.insert("clusters".into(), aliases.join(", "));
+    props.map.insert("clusters".into(), declared.join(", "));
     let mut built = build(&props.map, &props.extra)?;
-    if let Some(replicas) = spec.replicas.filter(|r| *r > 1) {
-        for flow in &mut built.config.flows {
+    for flow in built.config.flows.iter_mut().filter(|f| f.routing.target == target) {
+        flow.reading.mm2_offsets_topic = offsets.clone();
+        if let Some(replicas) = spec.replicas.filter(|r| *r > 1) {
             flow.scale_out.enabled = true;
             flow.scale_out.slots = flow.scale_out.slots.max(replicas);
         }
     }
-    finish(built, dropped)
+    finish(built, props.dropped)
 }
 
 /// The MM2 properties a resource makes, and the librdkafka settings no property carries.
 struct Properties<'a> {
     map: HashMap<String, String>,
     extra: BTreeMap<String, BTreeMap<String, String>>,
+    /// What the resource holds that Strait does not carry, with why.
+    dropped: Vec<(String, String)>,
     secrets_dir: &'a str,
 }
 
@@ -221,11 +248,17 @@ impl Properties<'_> {
         let set =
             |map: &mut HashMap<String, String>, key: &str, value: String| map.insert(format!("{alias}.{key}"), value);
         set(&mut self.map, "bootstrap.servers", cluster.bootstrap_servers.clone());
-        for (key, value) in &cluster.config {
+        // Connect's offsets topic is read from the resource itself (`import_strimzi`).
+        for (key, value) in cluster.config.iter().filter(|(k, _)| *k != "offset.storage.topic") {
             set(&mut self.map, key, scalar(value));
         }
         let tls = cluster.tls.is_some();
-        if let Some(ca) = cluster.tls.as_ref().and_then(|t| t.trusted_certificates.first()) {
+        let certificates = cluster.tls.as_ref().map_or(&[][..], |t| &t.trusted_certificates[..]);
+        for i in 1..certificates.len() {
+            let why = "librdkafka reads one CA file (ssl.ca.location): put every CA into the first one's file";
+            self.dropped.push((format!("{field}.tls.trustedCertificates[{i}]"), why.into()));
+        }
+        if let Some(ca) = certificates.first() {
             // librdkafka reads one CA file; Strimzi's cluster CA Secret holds it as `ca.crt`.
             let file = ca.certificate.as_deref().or(ca.pattern.as_ref().map(|_| "ca.crt")).unwrap_or("ca.crt");
             let location = self.path(&ca.secret_name, file);
@@ -234,7 +267,8 @@ impl Properties<'_> {
         }
         let protocol = match (&cluster.authentication, tls) {
             (None, false) => None,
-            (None | Some(Authentication::Tls { .. }), true) => Some("SSL"),
+            // Mutual TLS is TLS, whether or not the resource says what to trust.
+            (None, true) | (Some(Authentication::Tls { .. }), _) => Some("SSL"),
             (Some(_), true) => Some("SASL_SSL"),
             (Some(_), false) => Some("SASL_PLAINTEXT"),
         };
@@ -267,10 +301,31 @@ impl Properties<'_> {
         Ok(alias.to_string())
     }
 
-    /// Adds the flow `name` (`source->target`) of `mirror` (at `field`): enabled, its patterns
-    /// and its connectors' `config`; `tasksMax` goes to `dropped`.
-    fn mirror(&mut self, name: &str, mirror: &Mirror, dropped: &mut Vec<(String, String)>, field: &str) {
+    /// Adds the flow `name` (`source->target`) of `mirror` (at `field`): enabled, its connectors'
+    /// `config`, then its patterns (which win, as in Strimzi); checkpoints and heartbeats off
+    /// where the mirror has no connector for them; `tasksMax` to `dropped`.
+    fn mirror(&mut self, name: &str, mirror: &Mirror, field: &str) {
         self.map.insert(format!("{name}.enabled"), "true".into());
+        let connectors = [
+            ("sourceConnector", &mirror.source_connector, ""),
+            ("checkpointConnector", &mirror.checkpoint_connector, "emit.checkpoints.enabled"),
+            ("heartbeatConnector", &mirror.heartbeat_connector, "emit.heartbeats.enabled"),
+        ];
+        for (kind, connector, off) in connectors {
+            let Some(connector) = connector else {
+                if !off.is_empty() {
+                    self.map.insert(format!("{name}.{off}"), "false".into());
+                }
+                continue;
+            };
+            for (key, value) in &connector.config {
+                self.map.insert(format!("{name}.{key}"), scalar(value));
+            }
+            if connector.tasks_max.is_some() {
+                let why = "Strait has no Connect tasks: one instance reads every partition, and spec.replicas share the flows (scale-out)";
+                self.dropped.push((format!("{field}.{kind}.tasksMax"), why.into()));
+            }
+        }
         let patterns = [
             ("topics", &mirror.topics_pattern),
             ("topics.exclude", &mirror.topics_exclude_pattern),
@@ -282,21 +337,6 @@ impl Properties<'_> {
         for (key, pattern) in patterns {
             if let Some(p) = pattern {
                 self.map.insert(format!("{name}.{key}"), p.clone());
-            }
-        }
-        let connectors = [
-            ("sourceConnector", &mirror.source_connector),
-            ("checkpointConnector", &mirror.checkpoint_connector),
-            ("heartbeatConnector", &mirror.heartbeat_connector),
-        ];
-        for (kind, connector) in connectors {
-            let Some(connector) = connector else { continue };
-            for (key, value) in &connector.config {
-                self.map.insert(format!("{name}.{key}"), scalar(value));
-            }
-            if connector.tasks_max.is_some() {
-                let why = "Strait has no Connect tasks: one instance reads every partition, and spec.replicas share the flows (scale-out)";
-                dropped.push((format!("{field}.{kind}.tasksMax"), why.into()));
             }
         }
     }

@@ -208,3 +208,15 @@ fn a_flow_setting_ending_in_enabled_is_not_a_flow() {
     assert_eq!(flows.len(), 1, "{}", imported.toml);
     assert!(flows["eu->us"].checkpoints.sync_group_offsets && !flows["eu->us"].heartbeats.emit_heartbeats);
 }
+
+#[test]
+fn booleans_ignore_case_as_kafka_does_and_a_bad_one_is_named() {
+    let text = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n\
+                B->A.enabled = True\nsync.group.offsets.enabled = TRUE\n";
+    let imported = import(&props(text)).unwrap();
+    let flows = flows(&imported);
+    assert_eq!(flows.len(), 2, "{}", imported.toml);
+    assert!(flows["B->A"].checkpoints.sync_group_offsets);
+    let bad = text.replace("B->A.enabled = True", "B->A.enabled = yes");
+    assert!(import(&props(&bad)).err().unwrap().starts_with("B->A.enabled = \"yes\""));
+}

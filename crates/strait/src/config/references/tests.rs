@@ -79,3 +79,32 @@ fn a_config_read_resolves_every_string_and_names_the_field_at_fault() {
     let e = Config::parse(&in_a_list).unwrap_err().to_string();
     assert!(e.starts_with("flows[0].topics[1]: `${env:STRAIT_TEST_UNSET_"), "{e}");
 }
+
+#[test]
+fn errors_show_no_secret_whether_written_or_referenced() {
+    let dir = secrets("redact").display().to_string();
+    let base = "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"x:1\"\n[clusters.client]\n";
+    let flow = "[[flows]]\nsource = \"a\"\ntarget = \"b\"\n[[clusters]]\nalias = \"b\"\nbootstrap_servers = \"y:1\"\n";
+    let cases = [
+        // A syntax error: the line and column, not the line.
+        format!("{base}\"sasl.password\" = \"s3cr3t-in-file\n{flow}"),
+        // A secret of the wrong type.
+        format!("{base}\"sasl.password\" = 98765432112345\n{flow}").replace("98765432112345", "98765s3cr3t"),
+        // A referenced value in a setting whose name does not say secret, refused later.
+        format!("{base}\"ssl.ca.location\" = \"${{file:{dir}/kafka.properties:password}}\"\n{flow}"),
+        // ... or in a flow's setting.
+        format!("{base}{flow}[[flows]]\nsource = \"b\"\ntarget = \"a\"\ntopics = [\"(${{file:{dir}/kafka.properties:password}}\"]\n"),
+    ];
+    for text in &cases {
+        let e = match Config::parse(text) {
+            Err(e) => e.to_string(),
+            Ok(_) => crate::config::cluster::check_client_files(&Config::read(text).unwrap().clusters)
+                .map_err(|e| redact(e, &["s3cr3t-in-file".to_string()]))
+                .unwrap_err()
+                .to_string(),
+        };
+        assert!(!e.contains("s3cr3t"), "{e}");
+    }
+    let e = Config::parse(&cases[0]).unwrap_err().to_string();
+    assert!(e.contains("TOML syntax at line 5, column"), "{e}");
+}

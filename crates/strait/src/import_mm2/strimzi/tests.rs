@@ -84,5 +84,67 @@ fn what_cannot_be_carried_is_named() {
     let e =
         import_strimzi("apiVersion: kafka.strimzi.io/v1\nkind: KafkaConnect\nspec: {}\n", SECRETS_DIR).err().unwrap();
     assert!(e.contains("not a Strimzi KafkaMirrorMaker2"), "{e}");
-    assert!(import_strimzi("clusters = a\n", SECRETS_DIR).err().unwrap().starts_with("not a KafkaMirrorMaker2"));
+    assert!(import_strimzi("clusters = a\n", SECRETS_DIR).err().unwrap().starts_with("not one KafkaMirrorMaker2"));
+}
+
+#[test]
+fn mm2_source_offsets_are_read_where_strimzi_keeps_them() {
+    let flow = |yaml: &str| imported(yaml).0["flows"].as_array().unwrap()[0].as_table().unwrap().clone();
+    let v1beta2 = flow(include_str!("../../../tests/mm2-strimzi/v1beta2-scram.yaml"));
+    assert_eq!(v1beta2["mm2_offsets_topic"].as_str(), Some("mirrormaker2-cluster-offsets"), "Strimzi's default");
+    let v1 = flow(include_str!("../../../tests/mm2-strimzi/v1-tls.yaml"));
+    assert_eq!(v1["mm2_offsets_topic"].as_str(), Some("my-mm2-offsets"));
+    assert_eq!(v1["emit_heartbeats"].as_bool(), Some(false), "v1 runs no heartbeat connector");
+    let set = include_str!("../../../tests/mm2-strimzi/v1beta2-scram.yaml")
+        .replace("config.storage.replication.factor: -1", "offset.storage.topic: mm2-offsets-b");
+    assert_eq!(flow(&set)["mm2_offsets_topic"].as_str(), Some("mm2-offsets-b"));
+}
+
+/// The v1beta2 example with `from` replaced by `to`: its import, or why it is refused.
+fn edited(from: &str, to: &str) -> Result<Imported, String> {
+    let yaml = include_str!("../../../tests/mm2-strimzi/v1beta2-scram.yaml");
+    assert!(yaml.contains(from), "{from}");
+    import_strimzi(&yaml.replacen(from, to, 1), SECRETS_DIR)
+}
+
+#[test]
+fn a_resource_strimzi_would_refuse_is_refused_naming_the_field() {
+    let cases = [
+        ("sourceCluster: \"cluster-a\"", "sourceCluster: \"cluster-x\"", "spec.mirrors[0].sourceCluster: cluster-x"),
+        ("targetCluster: \"cluster-b\"", "targetCluster: \"cluster-y\"", "spec.mirrors[0].targetCluster: cluster-y"),
+        ("connectCluster: \"cluster-b\"", "connectCluster: \"cluster-z\"", "spec.connectCluster: cluster-z"),
+        ("alias: \"cluster-b\"", "alias: \"cluster-a\"", "spec.clusters[1].alias: cluster-a is declared twice"),
+    ];
+    for (from, to, want) in cases {
+        let e = edited(from, to).err().unwrap_or_else(|| panic!("{to}: imported"));
+        assert!(e.starts_with(want), "{to}: {e}");
+    }
+    let list = "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaMirrorMaker2List\nitems: []\n";
+    assert!(import_strimzi(list, SECRETS_DIR).err().unwrap().contains("give one resource"));
+}
+
+#[test]
+fn patterns_win_connectors_decide_and_every_ca_is_accounted_for() {
+    let config = "        replication.factor: 3\n        topics: \"from-config.*\"\n";
+    let with_topics: toml::Table = edited("        replication.factor: 3\n", config).unwrap().toml.parse().unwrap();
+    assert_eq!(with_topics["flows"][0]["topics"][0].as_str(), Some("orders.*"), "topicsPattern wins, as in Strimzi");
+
+    let no_checkpoints = edited("    checkpointConnector:\n", "    otherConnector:\n").unwrap();
+    let config: toml::Table = no_checkpoints.toml.parse().unwrap();
+    assert_eq!(config["flows"][0]["emit_checkpoints"].as_bool(), Some(false), "no checkpoint connector");
+    let no_source = edited("    sourceConnector:\n", "    otherSourceConnector:\n").unwrap();
+    assert!(!no_source.toml.contains("[[flows]]"), "{}", no_source.toml);
+    assert!(no_source.dropped.iter().any(|(k, why)| k == "spec.mirrors[0]" && why.contains("no sourceConnector")));
+
+    let two_cas = "          certificate: ca.crt\n        - secretName: other-ca\n          certificate: other.crt\n";
+    let cas = edited("          certificate: ca.crt\n", two_cas).unwrap();
+    assert!(cas.dropped.iter().any(|(k, _)| k == "spec.clusters[0].tls.trustedCertificates[1]"));
+
+    let yaml = include_str!("../../../tests/mm2-strimzi/v1-tls.yaml");
+    let trust =
+        "      tls:\n        trustedCertificates:\n          - secretName: cluster-a-cluster-ca-cert\n            \
+                 certificate: ca.crt\n      authentication:\n        type: tls\n";
+    assert!(yaml.contains(trust));
+    let (config, _) = imported(&yaml.replace(trust, "      authentication:\n        type: tls\n"));
+    assert_eq!(client(&clusters(&config)["cluster-a"], "security.protocol"), Some("SSL"), "mutual TLS is TLS");
 }
