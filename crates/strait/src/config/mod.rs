@@ -86,6 +86,19 @@ pub struct MetricsSettings {
     pub per_partition: bool,
 }
 
+/// A TOML syntax error in `text` by its line, column and key, without the value, which may be a
+/// secret: `TOML syntax at line 12, column 18 (offset_lag_max = ...): number too large...`.
+fn syntax_error(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else { return format!("TOML syntax: {}", e.message()) };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let key = text[start..].lines().next().and_then(|l| l.split_once('=')).map(|(k, _)| k.trim());
+    let key = key.map_or(String::new(), |k| format!(" ({k} = ...)"));
+    format!("TOML syntax at line {line}, column {column}{key}: {}", e.message())
+}
+
 /// `T` read from `value` (a flow's table or part of it); errors name `prefix.<path>`.
 fn read_at<T: DeserializeOwned>(value: toml::Value, prefix: &str) -> Result<T, ConfigError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
@@ -196,13 +209,7 @@ impl Config {
     /// no field path name `file`. A syntax error gives its line and column, not the line's text,
     /// and an error about a secret setting (`is_secret`) not the value, which may be the secret.
     fn read_named(text: &str, file: &str) -> Result<(Self, Vec<String>), ConfigError> {
-        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            let at = e.span().map(|s| text[..s.start.min(text.len())].split('\n').collect::<Vec<_>>());
-            let at = at.map_or(String::new(), |l| {
-                format!(" at line {}, column {}", l.len(), l[l.len() - 1].chars().count() + 1)
-            });
-            err(file, format!("TOML syntax{at}: {}", e.message()))
-        })?;
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| err(file, syntax_error(text, &e)))?;
         let given = references::resolve_table(&mut table, &references::Sources::system())?;
         let raw: Config<toml::Table> =
             serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| match e.path().to_string() {

@@ -134,9 +134,11 @@ struct Connector {
 
 /// Imports a `KafkaMirrorMaker2` resource (`yaml`, one document), its Secrets expected under
 /// `secrets_dir`; `spec.replicas` above 1 turns scale-out on for every flow, so that the
-/// instances share them. Errors: not YAML, not a `KafkaMirrorMaker2`, a cluster without an
-/// alias or a mirror naming none, an authentication Strait cannot carry (`oauth`, `custom`),
-/// naming the field; then as [`super::import`].
+/// instances share them, and MM2's source offsets are read from Connect's offsets topic
+/// (`mm2_offsets_topic`). Errors, naming the field: not YAML, not one `KafkaMirrorMaker2`, a
+/// cluster without an alias or declared twice, a mirror or `connectCluster` naming an undeclared
+/// cluster, two mirrors of one pair, an authentication Strait cannot carry (`oauth`, `custom`);
+/// then as [`super::import`].
 pub fn import_strimzi(yaml: &str, secrets_dir: &str) -> Result<Imported, String> {
     let resource: Resource =
         serde_saphyr::from_str(yaml).map_err(|e| format!("not one KafkaMirrorMaker2 resource: {e}"))?;
