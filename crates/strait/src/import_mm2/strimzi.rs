@@ -280,11 +280,11 @@ impl Properties<'_> {
         let (mechanism, module, username, secret) = match &cluster.authentication {
             None => return Ok(alias.to_string()),
             Some(Authentication::Tls { certificate_and_key: c }) => {
-                let settings = [("ssl.certificate.location", &c.certificate), ("ssl.key.location", &c.key)];
-                let client = self.extra.entry(alias.to_string()).or_default();
-                for (key, file) in settings {
-                    client.insert(key.into(), format!("{}/{}/{file}", self.secrets_dir, c.secret_name));
-                }
+                let settings = [
+                    ("ssl.certificate.location", self.path(&c.secret_name, &c.certificate)),
+                    ("ssl.key.location", self.path(&c.secret_name, &c.key)),
+                ];
+                self.extra.entry(alias.to_string()).or_default().extend(settings.map(|(k, v)| (k.to_string(), v)));
                 return Ok(alias.to_string());
             }
             Some(Authentication::ScramSha512 { username, password_secret }) => ("SCRAM-SHA-512", "scram.ScramLoginModule", username, password_secret),
