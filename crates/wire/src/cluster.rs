@@ -39,6 +39,8 @@ pub struct Cluster {
     options: ClientOptions,
     /// Connections kept to each broker ([`crate::Connections`], decided at connect).
     per_broker: usize,
+    /// Whether the first answers took [`crate::FAR_ROUND_TRIP`] or more (another region).
+    far: bool,
     /// Broker id → `host:port`.
     brokers: HashMap<i32, String>,
     connections: HashMap<Route, Connection>,
@@ -59,6 +61,7 @@ impl Cluster {
             bootstrap: bootstrap.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
             options,
             per_broker: 1,
+            far: false,
             brokers: HashMap::new(),
             connections: HashMap::new(),
             leaders: HashMap::new(),
@@ -68,7 +71,14 @@ impl Cluster {
         };
         let round_trip = cluster.refresh(&[]).await?;
         cluster.per_broker = cluster.options.connections.per_broker(round_trip);
+        cluster.far = round_trip >= crate::FAR_ROUND_TRIP;
         Ok(cluster)
+    }
+
+    /// Whether the cluster's quickest answer at connect took [`crate::FAR_ROUND_TRIP`] (15 ms)
+    /// or more: it is in another region, and a request carries more per round trip.
+    pub fn is_far(&self) -> bool {
+        self.far
     }
 
     /// Connections kept to each broker ([`crate::Connections`]).

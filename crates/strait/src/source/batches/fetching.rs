@@ -17,6 +17,10 @@ use crate::retry::doubling;
 
 /// The most a partition answers per fetch (bytes), as Kafka's `max.partition.fetch.bytes`.
 const PARTITION_MAX_BYTES: i32 = 1 << 20;
+/// As much from a far source (`Cluster::is_far`): a fetch round waits a round trip, so 1 MiB a
+/// partition caps 12 partitions at 12 MiB per 80 ms (150 MB/s). Not near: larger rounds from a
+/// near source fill the queue in bursts and made it slower (bench/FINDINGS.md, issue 43).
+const FAR_PARTITION_MAX_BYTES: i32 = 4 << 20;
 /// How long a leader holds a fetch with nothing to return, as the record path's `fetch.wait.max.ms`.
 const FETCH_WAIT: Duration = Duration::from_millis(500);
 /// First and longest wait after a failed fetch, and before a partition whose fetch answered an
@@ -46,6 +50,7 @@ impl Fetching {
     pub(super) async fn run(mut self) {
         let mut retries = doubling(RETRY_MIN, RETRY_MAX);
         let wake = self.wake.clone();
+        let partition_max_bytes = if self.cluster.is_far() { FAR_PARTITION_MAX_BYTES } else { PARTITION_MAX_BYTES };
         let mut failing = HashMap::new();
         loop {
             let woken = wake.notified();
@@ -58,7 +63,7 @@ impl Fetching {
                 if at.is_empty() {
                     return Ok(Some(held));
                 }
-                let round = self.cluster.fetch(&at, FETCH_WAIT, PARTITION_MAX_BYTES).await?;
+                let round = self.cluster.fetch(&at, FETCH_WAIT, partition_max_bytes).await?;
                 self.take_fetched(round, &mut failing)?;
                 Ok::<_, WireError>(None)
             };
