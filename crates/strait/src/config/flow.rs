@@ -241,12 +241,6 @@ pub(super) fn resolve(
             ));
         }
     }
-    if f.writing.copy == CopyKind::Batches && r.replication_policy == PolicyKind::Identity {
-        return Err(err(
-            format!("{field}.copy"),
-            "\"batches\" needs replication_policy = \"default\": a batch cannot carry the provenance header that keeps identity-named records from looping back (active/active); under the default policy the source alias in the target topic's name does that",
-        ));
-    }
     if f.writing.copy == CopyKind::Batches && !matches!(f.writing.compression, Compression::Auto | Compression::None) {
         return Err(err(
             format!("{field}.compression"),

@@ -73,10 +73,20 @@ pub enum CopyKind {
     /// The source's record batches as the broker stores them, still compressed, their bytes,
     /// timestamps and headers unchanged (issue 27, after KIP-712): a fraction of the CPU, and the
     /// target stores what the source does. No provenance header (a batch cannot take one without
-    /// being written anew): the default replication policy's name-based cycle rule stops loops
-    /// instead, so the identity policy is refused. Exactly-once, the batch producer holds the
-    /// slot's transactions.
+    /// being written anew): the default replication policy's names stop loops, and under the
+    /// identity policy the batch's producer id does (`crate::sink::producer_ids`, issue 45).
+    /// Exactly-once, the batch producer holds the slot's transactions.
     Batches,
+}
+
+impl CopyKind {
+    /// The setting's value: `records` or `batches`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Records => "records",
+            Self::Batches => "batches",
+        }
+    }
 }
 
 /// The codec the record path produces with (`compression`; librdkafka's `compression.type`).

@@ -250,6 +250,36 @@ impl Config {
             }
             flows.push(flow);
         }
+        check_opposite_copy_kinds(&flows)?;
         Ok((flows, MetricsSettings { listen, per_partition: metrics.per_partition }))
     }
+}
+
+/// Refuses a flow copying records and one copying batches between the same two clusters in
+/// opposite directions, either under the identity policy: the record flow's producer ids are not
+/// registered (librdkafka does not give them) and a batch carries no provenance header, so each
+/// would copy the other's records back (issue 45).
+fn check_opposite_copy_kinds(flows: &[Flow]) -> Result<(), ConfigError> {
+    let identity = |f: &Flow| matches!(f.policy, strait_mm2::ReplicationPolicy::Identity { .. });
+    for (j, later) in flows.iter().enumerate() {
+        let opposite = flows[..j].iter().find(|f| {
+            f.source.alias == later.target.alias
+                && f.target.alias == later.source.alias
+                && f.writing.copy != later.writing.copy
+                && (identity(f) || identity(later))
+        });
+        if let Some(other) = opposite {
+            return Err(err(
+                format!("flows[{j}].copy"),
+                format!(
+                    "flow {} copies {} and flow {} back copies {} under the identity policy: a batch carries no provenance header and a record producer's id is not registered, so each would copy the other's records back; set copy alike on both",
+                    later.name,
+                    later.writing.copy.name(),
+                    other.name,
+                    other.writing.copy.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -111,8 +111,14 @@ fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
         "{TWO_CLUSTERS}copy = \"batches\"\ndelivery = \"exactly_once\"\nwrite_mm2_offsets = true\n"
     ))
     .expect("batches exactly once, MM2 offsets written");
+    let identity = format!("{TWO_CLUSTERS}copy = \"batches\"\nreplication_policy = \"identity\"\n");
+    Config::parse(&identity).expect("batches under the identity policy: guarded by producer ids");
+    let back = |copy: &str| format!("{identity}[[flows]]\nsource = \"b\"\ntarget = \"a\"\ncopy = \"{copy}\"\n");
+    Config::parse(&back("batches")).expect("identity active/active of batch flows");
+    let e = Config::parse(&back("records")).expect_err("a record flow back");
+    assert_eq!(e.field, "flows[1].copy", "{e}");
+    assert!(e.to_string().contains("flow b->a copies records and flow a->b back copies batches"), "{e}");
     for (extra, field) in [
-        ("copy = \"batches\"\nreplication_policy = \"identity\"", "flows[0].copy"),
         ("copy = \"bytes\"", "flows[0].copy"),
         ("copy = \"batches\"\ncompression = \"lz4\"", "flows[0].compression"),
         ("compression = \"brotli\"", "flows[0].compression"),

@@ -20,6 +20,7 @@ use strait_wire::{Appended, Batch, Outgoing, Producer, WireError};
 
 use super::errors::{fenced, Retry};
 use super::mm2_offsets::Mm2Offsets;
+use super::producer_ids::{BatchGuard, Registrar, Verdict};
 use super::producers::PRODUCER_QUEUE_KBYTES;
 use super::state::{PositionRecords, TRANSACTION_RETRY_MAX, TRANSACTION_RETRY_MIN};
 use crate::config::{Delivery, Flow};
@@ -60,6 +61,10 @@ pub struct BatchWriter {
     /// Exactly-once with `write_mm2_offsets`: MM2's source offsets, written in each transaction
     /// with its positions, and the partition count of their topic.
     mm2_offsets: Option<(Mm2Offsets, u32)>,
+    /// Registers the producer's ids on the target ([`super::producer_ids::PRODUCER_IDS_TOPIC`]).
+    registrar: Registrar,
+    /// Drops the source's batches that came from the target.
+    guard: BatchGuard,
 }
 
 impl BatchWriter {
@@ -70,10 +75,31 @@ impl BatchWriter {
     /// refuses (invalid), refused credentials (denied), a target that does not answer
     /// (retriable), transactions the target refuses (a transaction timeout above its
     /// `transaction.max.timeout.ms`: [`ConnectError::Transaction`]). `mm2_partitions`: the
-    /// partition count of the MM2 offsets topic, with `write_mm2_offsets`.
-    pub async fn start(flow: &Flow, slot: u32, mm2_partitions: Option<u32>) -> ConnectResult<Self> {
+    /// partition count of the MM2 offsets topic, with `write_mm2_offsets`. `(source_id,
+    /// target_id)`: the clusters' ids, for the loop guard ([`super::producer_ids`]).
+    pub async fn start(
+        flow: &Flow,
+        slot: u32,
+        mm2_partitions: Option<u32>,
+        (source_id, target_id): (&str, &str),
+    ) -> ConnectResult<Self> {
+        let registrar = async {
+            let cluster = wire_cluster(&flow.target, "producer id registrar").await?;
+            let producer = Producer::init(cluster, DELIVERY_TIMEOUT)
+                .await
+                .map_err(|e| wire_error(format!("producer id registrar on target {}", flow.target.alias), e))?;
+            Ok(Registrar::new(producer, flow, source_id))
+        };
+        let (producer, registrar, guard) =
+            tokio::try_join!(Self::producer(flow, slot), registrar, BatchGuard::start(flow, target_id))?;
+        let mm2_offsets = Mm2Offsets::of(flow).zip(mm2_partitions);
+        Ok(Self { producer, in_flight: HashMap::new(), acked: Vec::new(), mm2_offsets, registrar, guard })
+    }
+
+    /// The batch producer of [`Self::start`].
+    async fn producer(flow: &Flow, slot: u32) -> ConnectResult<Producer> {
         let cluster = wire_cluster(&flow.target, "batch producer").await?;
-        let producer = match flow.delivery() {
+        Ok(match flow.delivery() {
             Delivery::AtLeastOnce => Producer::init(cluster, DELIVERY_TIMEOUT)
                 .await
                 .map_err(|e| wire_error(format!("batch producer on target {}", flow.target.alias), e))?,
@@ -94,9 +120,12 @@ impl BatchWriter {
                 tracing::info!(flow = %flow.name, transactional_id, "batch transactions initialised; the slot's previous owner is fenced");
                 p
             }
-        };
-        let mm2_offsets = Mm2Offsets::of(flow).zip(mm2_partitions);
-        Ok(Self { producer, in_flight: HashMap::new(), acked: Vec::new(), mm2_offsets })
+        })
+    }
+
+    /// What to do with a source batch ([`BatchGuard::verdict`]).
+    pub async fn verdict(&mut self, flow: &Flow, batch: &Batch, reread: &mut bool) -> ConnectResult<Verdict> {
+        self.guard.verdict(flow, batch, reread).await
     }
 
     /// Sends `batches` (in order within each partition) without waiting for their acks, which
@@ -113,6 +142,8 @@ impl BatchWriter {
         let out: Vec<Outgoing> = (batches.iter())
             .map(|r| Outgoing { topic: r.target.to_string(), partition: r.source.partition, batch: r.batch.clone() })
             .collect();
+        // A renewed producer may carry a new id: registered before its first batch.
+        self.registrar.ensure(flow, self.producer.id().0).await?;
         let first = self.producer.send(&out).await.map_err(|e| failure(flow, slot, copying(flow), e, retry))?;
         self.in_flight.extend((first..).zip(batches));
         let most = flow.slot_share(PRODUCER_QUEUE_KBYTES, 2_048) * 1024;
@@ -266,7 +297,7 @@ fn copying(flow: &Flow) -> String {
 }
 
 /// The time now in ms since the epoch, the create time of the offset syncs and positions.
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -28,6 +28,7 @@ pub mod loop_guard;
 mod mm2_offsets;
 mod mode;
 mod partitions;
+pub mod producer_ids;
 mod producers;
 mod records;
 pub mod service;
@@ -45,13 +46,14 @@ use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink, SourceOff
 use strait_mm2::OffsetSync;
 
 use crate::admin::Admin;
-use crate::config::{ClusterConfig, Flow};
+use crate::config::{ClusterConfig, CopyKind, Flow};
 use crate::kafka::{cluster_id, connect_error};
 use crate::positions::{TopicIds, POSITIONS_TOPIC};
 use crate::record::ReplicatedRecord;
 use ledger::Ledger;
 use loop_guard::LoopGuard;
 use mode::Mode;
+use producer_ids::PRODUCER_IDS_TOPIC;
 pub use producers::{
     record_producers, shared_record_producer, target_codec, RecordProducers, AT_LEAST_ONCE_SETTINGS,
     PRODUCER_QUEUE_KBYTES, PRODUCER_SETTINGS,
@@ -132,11 +134,18 @@ impl TargetSink {
             let topic = topic.to_string();
             async move { admin?.create_state_topic(&topic, rf).await.map_err(|e| connect_error(&what, e)) }
         };
-        let (target_id, source_id, (), (), mm2_partitions) = tokio::try_join!(
+        let producer_ids = async {
+            match flow.writing.copy {
+                CopyKind::Batches => state_topic(&flow.target, PRODUCER_IDS_TOPIC).await,
+                CopyKind::Records => Ok(()),
+            }
+        };
+        let (target_id, source_id, (), (), (), mm2_partitions) = tokio::try_join!(
             cluster_id(&flow.target),
             cluster_id(&flow.source),
             state_topic(&flow.target, POSITIONS_TOPIC),
             state_topic(syncs_cluster, &syncs_topic),
+            producer_ids,
             mm2_offsets::Mm2Offsets::ensure_topic(flow),
         )?;
         Ok(TargetReady { target_id, source_id, mm2_partitions })
@@ -157,7 +166,7 @@ impl TargetSink {
         // Every producer holding the slot's transactional id has fenced the previous owner
         // before the positions are read.
         let (target, mut mode) = tokio::try_join!(
-            Target::start(&flow, slot, mm2_partitions, shared),
+            Target::start(&flow, slot, mm2_partitions, shared, (&source_id, &target_id)),
             Mode::start(&flow, slot, syncs_cluster, &syncs_topic),
         )?;
         let mm2_offsets_at_start = mm2_offsets::at_start(&flow, slot).await?;

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
-use strait_connect::{ConnectRecord, ConnectResult, Header, SourceOffset};
+use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, SourceOffset};
 
 use super::batches::Routed;
 use super::in_flight::InFlight;
 use super::loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use super::mode::Mode;
+use super::producer_ids::Verdict;
 use super::topics::TopicRouter;
 use super::writer::Writer;
 use crate::config::Flow;
@@ -27,6 +28,9 @@ struct Run {
     /// At-least-once: no record of the run's partition is written yet from this producer, nor
     /// in flight: its next record sent is its first.
     unproven: bool,
+    /// Whether the source's producer id registry was read again since the put's batches were
+    /// fetched ([`super::producer_ids::EchoGuard::verdict`]).
+    registry_read: bool,
 }
 
 impl Run {
@@ -81,7 +85,7 @@ impl RecordPath {
         let mut routed = Vec::new();
         for record in batch {
             if let Some(ReplicatedRecord::Batch(_)) = &record.value {
-                self.route_batch(w, record, &mut routed).await?;
+                self.route_batch(w, record, &mut routed, &mut run.registry_read).await?;
                 continue;
             }
             write_batches(w, mode, &mut routed).await?;
@@ -98,18 +102,36 @@ impl RecordPath {
         Ok(())
     }
 
-    /// A whole batch of [`Self::put`]: residency and renaming decided for its topic (no loop
-    /// guard: a batch carries no provenance header; the default policy's names stop cycles),
-    /// then queued in `routed` for [`write_batches`]. Errors: as [`Self::put`].
+    /// A whole batch of [`Self::put`]: dropped when it came from the target (the loop guard of
+    /// batches, [`super::producer_ids`]), else residency and renaming decided for its topic,
+    /// then queued in `routed` for [`write_batches`]. Errors: as [`Self::put`]; a batch whose
+    /// producer relays other clusters' data under the identity policy (a chain or ring of batch
+    /// flows) stops the flow naming it.
     async fn route_batch(
         &mut self,
         w: &mut Writer,
         record: ConnectRecord<(), ReplicatedRecord>,
         routed: &mut Vec<Routed>,
+        registry_read: &mut bool,
     ) -> ConnectResult<()> {
         let ConnectRecord { value: Some(ReplicatedRecord::Batch(batch)), source_offset, .. } = record else {
             return Ok(());
         };
+        match w.target.batch_verdict(&w.flow, &batch, registry_read).await? {
+            Verdict::Copy => {}
+            Verdict::Echo => {
+                self.loop_drops += batch.record_count() as u64;
+                w.ledger.stats.loop_guard_dropped.inc_by(batch.record_count() as u64);
+                return Ok(());
+            }
+            Verdict::Relayed(by) => {
+                let SourceOffset { topic, partition, offset } = source_offset;
+                return Err(ConnectError::invalid(
+                    format!("flow {}: the batch of {topic} partition {partition} ending at offset {offset}", w.flow.name),
+                    format!("its producer id {} was registered by flow {} with the data of clusters {}: a chain or ring of batch flows under the identity policy is not guarded yet; copy = \"records\" guards it by header", batch.producer_id(), by.flow, by.origins.join(", ")),
+                ));
+            }
+        }
         let producer = w.target.records().producer();
         if let Some(target) = self.router.route(&source_offset.topic, source_offset.partition, producer).await? {
             routed.push(Routed { source: source_offset, target: target.clone(), batch });

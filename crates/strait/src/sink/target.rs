@@ -13,12 +13,14 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, Producer};
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
+use strait_wire::Batch;
 
 use super::batches::{BatchWriter, Routed};
 use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
 use super::ledger::Ledger;
 use super::mm2_offsets::Mm2Offsets;
+use super::producer_ids::Verdict;
 use super::producers::{producer_service, RecordProducers};
 use super::service::{DataProducer, Failed, ProduceService};
 use super::state::{self, PositionRecords};
@@ -105,6 +107,7 @@ impl Target {
         slot: u32,
         mm2_partitions: Option<u32>,
         shared: Option<&RecordProducers>,
+        ids: (&str, &str),
     ) -> ConnectResult<Self> {
         let records = async {
             match (flow.delivery(), shared) {
@@ -119,7 +122,8 @@ impl Target {
         Ok(match flow.writing.copy {
             CopyKind::Records => Self::Records(records.await?),
             CopyKind::Batches => {
-                let (records, batches) = tokio::try_join!(records, BatchWriter::start(flow, slot, mm2_partitions))?;
+                let (records, batches) =
+                    tokio::try_join!(records, BatchWriter::start(flow, slot, mm2_partitions, ids))?;
                 Self::Batches { records, batches: Box::new(batches) }
             }
         })
@@ -141,6 +145,15 @@ impl Target {
     ) -> Result<(), Failed<InFlight>> {
         let records = self.records_mut();
         records.send(record, meta, &mut |r, d| ledger.record_acked(r, d)).await
+    }
+
+    /// What to do with a source batch ([`BatchWriter::verdict`]); a flow copying records never
+    /// gets one, and copies it.
+    pub async fn batch_verdict(&mut self, flow: &Flow, batch: &Batch, reread: &mut bool) -> ConnectResult<Verdict> {
+        match self {
+            Self::Batches { batches, .. } => batches.verdict(flow, batch, reread).await,
+            Self::Records(_) => Ok(Verdict::Copy),
+        }
     }
 
     /// Sends whole batches through the batch producer without waiting for their acks

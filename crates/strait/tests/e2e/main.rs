@@ -7,6 +7,7 @@ mod acls;
 mod active_active;
 mod alert_rules;
 mod batches;
+mod batches_active_active;
 mod batches_limits;
 mod checkpoints;
 mod crash;

@@ -1,0 +1,227 @@
+//! The loop guard of whole batches (issue 45): a batch cannot take a provenance header without
+//! being written anew, but it carries the producer id the target cluster gave the flow that
+//! wrote it. Every batch flow registers each producer id it obtains, before that id's first
+//! batch, in [`PRODUCER_IDS_TOPIC`] on its target, with the ids of the clusters whose data the
+//! producer writes (its origins, as the record path's provenance header lists them). A batch flow
+//! reading a batch looks its producer id up in its source's registry and drops the batch when its
+//! origins include the flow's target cluster: it came from there.
+//!
+//! Why a registry lookup can be trusted: a registration is acknowledged (`acks=all`) before any
+//! batch with its id exists, so a reader that does not know an id re-reads the registry to its end
+//! after it fetched the batch, and an id still missing then is no flow's: a producer of the
+//! source's own applications. Kafka never gives a producer id twice within a cluster (the
+//! controller hands out blocks of a counter kept in its metadata log, KIP-730): an epoch bump
+//! (KIP-360) keeps the id, and a producer whose id expired (`producer.id.expiration.ms`,
+//! `transactional.id.expiration.ms`) or whose epoch ran out gets a new id, which its flow
+//! registers before its next batch. So an id, once known, means the same forever: both answers
+//! are cached.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use strait_connect::{ConnectError, ConnectResult};
+use strait_wire::{Batch, Outgoing, Producer};
+
+use super::batches::now_ms;
+use crate::config::Flow;
+use crate::kafka::{blocking, wire_error, StateReader};
+use strait_mm2::ReplicationPolicy;
+
+/// The registry of Strait's batch producers on each cluster: compacted, one partition, keyed by
+/// producer id (decimal), valued by a [`Registration`] as JSON.
+pub const PRODUCER_IDS_TOPIC: &str = "strait-producer-ids.internal";
+
+/// Natives remembered at most; past it they are forgotten (and asked again), as applications
+/// that start a producer per task would otherwise grow the set without end.
+const NATIVES_MAX: usize = 100_000;
+
+/// What a registered producer id writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    /// The flow that obtained the id (`<source>-><target>`), for errors and operators.
+    pub flow: String,
+    /// Ids of the clusters whose data its batches carry (Kafka cluster ids, as the record path's
+    /// provenance header), oldest first.
+    pub origins: Vec<String>,
+}
+
+/// Registers the producer ids of a flow's batch producer on its target, through a small
+/// idempotent producer of its own (its registrations are acknowledged whatever the batch
+/// producer's transaction does).
+pub struct Registrar {
+    producer: Producer,
+    registration: Vec<u8>,
+    /// The id registered last: the batch producer's, unless it changed since.
+    registered: Option<i64>,
+}
+
+impl Registrar {
+    /// A registrar on `producer`'s cluster for `flow`, whose data come from the cluster with id
+    /// `source_id`.
+    pub fn new(producer: Producer, flow: &Flow, source_id: &str) -> Self {
+        let registration = Registration { flow: flow.name.clone(), origins: vec![source_id.to_string()] };
+        let registration = serde_json::to_vec(&registration).expect("a registration serializes");
+        Self { producer, registration, registered: None }
+    }
+
+    /// Registers `producer_id` unless it was the last registered, and waits for the ack: call
+    /// before every send, as a renewed producer may carry a new id. Errors: the registration was
+    /// not written, as the batch producer's errors (`crate::kafka::wire_error`).
+    pub async fn ensure(&mut self, flow: &Flow, producer_id: i64) -> ConnectResult<()> {
+        if self.registered == Some(producer_id) {
+            return Ok(());
+        }
+        let key = producer_id.to_string().into_bytes();
+        let context = || format!("flow {}: register producer id {producer_id} in {PRODUCER_IDS_TOPIC}", flow.name);
+        let batch = Batch::of_records(&[(Some(&key[..]), Some(&self.registration[..]))], now_ms())
+            .map_err(|e| ConnectError::backend(context(), e))?;
+        let out = Outgoing { topic: PRODUCER_IDS_TOPIC.to_string(), partition: 0, batch };
+        self.producer.produce(&[out]).await.map_err(|e| wire_error(context(), e))?;
+        tracing::info!(flow = %flow.name, producer_id, "batch producer id registered on the target");
+        self.registered = Some(producer_id);
+        Ok(())
+    }
+}
+
+/// What a flow does with a fetched batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Copy it: an application's batch, or a flow's whose data never were in the target.
+    Copy,
+    /// Drop it: its producer writes data that came from the target cluster.
+    Echo,
+    /// Its producer carries data of other clusters (a chain or ring of batch flows), which this
+    /// flow's producer, registered with its source's id alone, cannot pass on truthfully.
+    Relayed(Registration),
+}
+
+/// How a batch flow keeps batches from looping back, by its replication policy.
+pub enum BatchGuard {
+    /// The default policy: a target topic's name holds its source alias, and the policy never
+    /// copies a topic back to the cluster its name holds (MM2's `DefaultReplicationPolicy`).
+    Names,
+    /// The identity policy: names say nothing, the source's registry does.
+    Registry(EchoGuard),
+}
+
+impl BatchGuard {
+    /// The guard of `flow`, whose target cluster has id `target_id`. Errors: as
+    /// [`EchoGuard::start`].
+    pub async fn start(flow: &Flow, target_id: &str) -> ConnectResult<Self> {
+        Ok(match flow.policy {
+            ReplicationPolicy::Identity { .. } => Self::Registry(EchoGuard::start(flow, target_id.to_string()).await?),
+            ReplicationPolicy::Default { .. } => Self::Names,
+        })
+    }
+
+    /// The verdict on `batch` ([`EchoGuard::verdict`]); under the default policy, always copy.
+    pub async fn verdict(&mut self, flow: &Flow, batch: &Batch, reread: &mut bool) -> ConnectResult<Verdict> {
+        match self {
+            Self::Names => Ok(Verdict::Copy),
+            Self::Registry(guard) => guard.verdict(flow, batch, reread).await,
+        }
+    }
+}
+
+/// The verdict on a batch whose producer `registration` names, for a flow into the cluster with
+/// id `target_id`.
+fn judge(registration: &Registration, target_id: &str) -> Verdict {
+    match &registration.origins[..] {
+        origins if origins.iter().any(|o| o == target_id) => Verdict::Echo,
+        [] => Verdict::Copy,
+        _ => Verdict::Relayed(registration.clone()),
+    }
+}
+
+/// A batch flow's view of its source's registry.
+pub struct EchoGuard {
+    target_id: String,
+    reader: Arc<StateReader>,
+    /// The next registry offset to read (`None`: from its start).
+    next: Option<i64>,
+    known: HashMap<i64, Registration>,
+    /// Ids missing from the registry read after their batch was fetched.
+    natives: HashSet<i64>,
+}
+
+impl EchoGuard {
+    /// Reads `flow`'s source registry from its start. Errors: the source cannot be read.
+    pub async fn start(flow: &Flow, target_id: String) -> ConnectResult<Self> {
+        let reader = StateReader::new(&flow.source, "strait-producer-ids-reader")
+            .map_err(|e| ConnectError::backend(format!("read {PRODUCER_IDS_TOPIC} on {}", flow.source.alias), e))?;
+        let mut guard =
+            Self { target_id, reader: Arc::new(reader), next: None, known: HashMap::new(), natives: HashSet::new() };
+        guard.reread(flow).await?;
+        Ok(guard)
+    }
+
+    /// The verdict on `batch`, fetched before this call. `reread`: whether the registry was read
+    /// again since the batch was fetched (set when it is: one read after a put's batches were
+    /// fetched answers for all of them). Errors: the registry cannot be read, or holds a value
+    /// that is not a registration.
+    pub async fn verdict(&mut self, flow: &Flow, batch: &Batch, reread: &mut bool) -> ConnectResult<Verdict> {
+        let id = batch.producer_id();
+        if id < 0 || self.natives.contains(&id) {
+            return Ok(Verdict::Copy);
+        }
+        if !self.known.contains_key(&id) && !std::mem::replace(reread, true) {
+            self.reread(flow).await?;
+        }
+        let Some(registration) = self.known.get(&id) else {
+            if self.natives.len() >= NATIVES_MAX {
+                self.natives.clear();
+            }
+            self.natives.insert(id);
+            return Ok(Verdict::Copy);
+        };
+        Ok(judge(registration, &self.target_id))
+    }
+
+    async fn reread(&mut self, flow: &Flow) -> ConnectResult<()> {
+        let (reader, next) = (self.reader.clone(), self.next);
+        let read = blocking(move || reader.read_new_records(PRODUCER_IDS_TOPIC, next));
+        let (records, next) = read
+            .await
+            .map_err(|e| ConnectError::offset(format!("read {PRODUCER_IDS_TOPIC} on {}", flow.source.alias), e))?;
+        for (offset, key, value) in records {
+            let bad = || {
+                ConnectError::offset(
+                    format!("{PRODUCER_IDS_TOPIC} on {} offset {offset}", flow.source.alias),
+                    "not a producer id registration",
+                )
+            };
+            let id: i64 = std::str::from_utf8(&key).ok().and_then(|k| k.parse().ok()).ok_or_else(bad)?;
+            self.known.insert(id, serde_json::from_slice(&value).map_err(|_| bad())?);
+        }
+        self.next = next;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{judge, Registration, Verdict};
+
+    fn by(origins: &[&str]) -> Registration {
+        Registration { flow: "a->b".into(), origins: origins.iter().map(|o| o.to_string()).collect() }
+    }
+
+    #[test]
+    fn a_batch_from_the_target_is_an_echo_and_one_relayed_from_a_third_cluster_is_named() {
+        // B→A reads what A→B wrote on B: its origins hold A.
+        assert_eq!(judge(&by(&["A"]), "A"), Verdict::Echo);
+        assert_eq!(judge(&by(&["C", "A"]), "A"), Verdict::Echo);
+        // B→C reads what A→B wrote on B: A's data, which a producer registered with B alone
+        // would pass on as B's.
+        assert_eq!(judge(&by(&["A"]), "C"), Verdict::Relayed(by(&["A"])));
+        assert_eq!(judge(&by(&[]), "C"), Verdict::Copy);
+    }
+
+    #[test]
+    fn a_registration_is_json_naming_the_flow_and_its_origins() {
+        let json = serde_json::to_string(&by(&["x1"])).unwrap();
+        assert_eq!(json, r#"{"flow":"a->b","origins":["x1"]}"#);
+        assert_eq!(serde_json::from_str::<Registration>(&json).unwrap(), by(&["x1"]));
+    }
+}
