@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::backoff::{with_backoff, BACKOFF_MAX, BACKOFF_MIN};
 use self::once_per_flow::{once_per_flow_failure, start_once_per_flow, stop_once_per_flow};
-use crate::config::{Delivery, Flow};
+use crate::config::{CopyKind, Delivery, Flow};
 use crate::metrics::metrics;
 use crate::sink::{
     record_producers, shared_record_producer, target_codec, RecordProducers, SinkParams, TargetReady, TargetSink,
@@ -42,6 +42,8 @@ use crate::watch::{run_watch, Committed};
 pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResult<()> {
     let up = |running: bool| metrics().set_flow_up(&flow.name, &flow.source.alias, &flow.target.alias, running);
     up(false);
+    tracing::info!(flow = %flow.name, copy = flow.copy.kind.name(), why = %flow.copy.why, "copy kind");
+    metrics().set_copy_batches(&flow.source.alias, &flow.target.alias, flow.copy.kind == CopyKind::Batches);
     // Invalid client settings do not heal: the flow stops at once, naming the client.
     let first = match flow.delivery() {
         Delivery::AtLeastOnce => Some(shared_record_producer(&flow)?),

@@ -127,6 +127,7 @@ async fn status(flows: Vec<Flow>, output: Output) -> ExitCode {
     .await;
     let mut status = strait::status::Status::default();
     for (flow, one, result) in read {
+        status.flows.extend(one.flows);
         status.partitions.extend(one.partitions);
         status.checkpoints.extend(one.checkpoints);
         status.problems.extend(one.problems);

@@ -60,9 +60,22 @@ pub struct CheckpointStatus {
     pub downstream: i64,
 }
 
+/// What a flow copies, as its config resolves (`copy`).
+#[derive(Debug, Serialize)]
+pub struct FlowCopy {
+    /// `source->target`.
+    pub flow: String,
+    /// `records` or `batches`.
+    pub copy: &'static str,
+    /// Why: the setting, or what `copy = "auto"` found.
+    pub why: String,
+}
+
 /// Everything `strait status` prints.
 #[derive(Debug, Default, Serialize)]
 pub struct Status {
+    /// Per flow, what it copies.
+    pub flows: Vec<FlowCopy>,
     /// Per flow and source partition.
     pub partitions: Vec<PartitionStatus>,
     /// Per flow, group and partition.
@@ -75,6 +88,8 @@ pub struct Status {
 /// [`Status::problems`], its partitions listed from the saved positions alone.
 /// Errors: the target cluster does not answer.
 pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError> {
+    let copy = FlowCopy { flow: flow.name.clone(), copy: flow.copy.kind.name(), why: flow.copy.why.clone() };
+    status.flows.push(copy);
     let loaded = positions::load_checked(&flow.target, &flow.name).await?;
     match source_rows(flow, &loaded).await {
         Ok(rows) => status.partitions.extend(rows),
@@ -200,6 +215,9 @@ impl Status {
             );
         }
         out += "\n";
+        for f in &self.flows {
+            out += &format!("flow {} copies {} ({})\n", f.flow, f.copy, f.why);
+        }
         for p in self.partitions.iter().filter(|p| p.invalid.is_some()) {
             let why = p.invalid.as_deref().unwrap_or_default();
             out += &format!(

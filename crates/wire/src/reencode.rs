@@ -80,6 +80,21 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// The timestamp (ms) a consumer reads on its last record: its create time, or the batch's
+    /// append time (`LogAppendTime`). Opens (decompresses) the batch. Errors:
+    /// [`BatchError::Malformed`] when the records do not decode, or a codec this build lacks.
+    pub fn last_timestamp(&self) -> Result<i64, BatchError> {
+        if self.is_log_append_time() {
+            return Ok(self.max_timestamp());
+        }
+        let malformed = |what: String| BatchError::Malformed { base_offset: self.base_offset(), what };
+        let mut bytes = self.bytes().clone();
+        let set = RecordBatchDecoder::decode(&mut bytes).map_err(|e| malformed(format!("records: {e}")))?;
+        set.records.last().map(|r| r.timestamp).ok_or_else(|| malformed("no records".into()))
+    }
+}
+
 /// A record's key and value, either possibly null.
 pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 

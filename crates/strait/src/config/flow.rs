@@ -8,7 +8,7 @@ use std::time::Duration;
 use strait_mm2::ReplicationPolicy;
 
 use super::cluster::ClusterConfig;
-use super::kinds::{Compression, CopyKind, DeliveryKind, PolicyKind, SyncsLocation};
+use super::kinds::{Compression, CopyChoice, CopySetting, DeliveryKind, PolicyKind, SyncsLocation};
 use super::settings::{
     Batching, Checkpoints, FlowConfig, Heartbeats, Reading, ScaleOut, TopicAclSync, TopicConfigSync, Writing,
 };
@@ -76,6 +76,8 @@ pub struct Flow {
     pub reading: Reading,
     /// Delivery guarantee, offset syncs, created topics.
     pub writing: Writing,
+    /// What the flow copies, records or batches, and why (the `copy` setting resolved).
+    pub copy: CopyChoice,
     /// Batch limits.
     pub batching: Batching,
     /// Checkpoints and group offset sync.
@@ -194,7 +196,7 @@ impl Flow {
 /// Resolves `flows[i]` (`f`) against the clusters and residency rules. Errors name the field: an
 /// unknown alias, a flow onto its source, a separator not usable in topic names or found in an
 /// alias, a bad filter regex, exactly-once with offset syncs on the source or a transaction
-/// timeout within the commit interval, or `copy = "batches"` with the identity policy.
+/// timeout within the commit interval, or `copy = "batches"` with a `compression`.
 pub(super) fn resolve(
     i: usize,
     f: FlowConfig,
@@ -241,12 +243,19 @@ pub(super) fn resolve(
             ));
         }
     }
-    if f.writing.copy == CopyKind::Batches && !matches!(f.writing.compression, Compression::Auto | Compression::None) {
-        return Err(err(
-            format!("{field}.compression"),
-            "applies to copy = \"records\": \"batches\" are forwarded in the codec the source stored them in",
-        ));
-    }
+    let recompressed = !matches!(f.writing.compression, Compression::Auto | Compression::None);
+    let copy = match f.writing.copy {
+        CopySetting::Batches if recompressed => {
+            return Err(err(
+                format!("{field}.compression"),
+                "applies to copy = \"records\": \"batches\" are forwarded in the codec the source stored them in",
+            ))
+        }
+        CopySetting::Auto if recompressed => {
+            CopyChoice::records_unless(Some(format!("{field}.compression asks the records to be compressed anew")))
+        }
+        setting => CopyChoice::of(setting),
+    };
     let separator = r.separator.clone();
     Ok(Flow {
         name: format!("{}->{}", r.source, r.target),
@@ -271,6 +280,7 @@ pub(super) fn resolve(
         target,
         reading: f.reading,
         writing: f.writing,
+        copy,
         batching: f.batching,
         checkpoints: f.checkpoints,
         heartbeats: f.heartbeats,

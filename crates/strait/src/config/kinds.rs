@@ -62,13 +62,11 @@ pub enum SyncsLocation {
     Source,
 }
 
-/// What a flow copies (`copy`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// What a flow copies, as taken ([`CopyChoice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyKind {
     /// Each record read, its headers rewritten (the provenance header), produced anew through
     /// librdkafka.
-    #[default]
     Records,
     /// The source's record batches as the broker stores them, still compressed, their bytes,
     /// timestamps and headers unchanged (issue 27, after KIP-712): a fraction of the CPU, and the
@@ -85,6 +83,49 @@ impl CopyKind {
         match self {
             Self::Records => "records",
             Self::Batches => "batches",
+        }
+    }
+}
+
+/// The `copy` setting: a kind, or `auto` (issue 45), which takes batches where every condition
+/// of the batch path holds and records otherwise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopySetting {
+    #[default]
+    Records,
+    Batches,
+    Auto,
+}
+
+/// The copy kind a flow takes and why, from its `copy` setting and, for `auto`, the flow's other
+/// settings (`crate::config::Config::resolve`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyChoice {
+    pub kind: CopyKind,
+    /// Why, for the log at start: the setting, or what `auto` found.
+    pub why: String,
+}
+
+impl CopyChoice {
+    /// The choice `setting` makes before the flow's clusters and opposite flow are looked at:
+    /// `auto` takes batches until a condition says otherwise.
+    pub fn of(setting: CopySetting) -> Self {
+        match setting {
+            CopySetting::Records => Self { kind: CopyKind::Records, why: "copy = \"records\"".into() },
+            CopySetting::Batches => Self { kind: CopyKind::Batches, why: "copy = \"batches\"".into() },
+            CopySetting::Auto => Self::records_unless(None),
+        }
+    }
+
+    /// `copy = "auto"`: records because of `reason`, or batches when there is none.
+    pub fn records_unless(reason: Option<String>) -> Self {
+        match reason {
+            Some(reason) => Self { kind: CopyKind::Records, why: format!("copy = \"auto\" takes records: {reason}") },
+            None => Self {
+                kind: CopyKind::Batches,
+                why: "copy = \"auto\" takes batches: the clients, the policy and the flows allow them".into(),
+            },
         }
     }
 }

@@ -30,7 +30,8 @@ pub use self::bounds::{
 pub use self::cluster::{is_secret, ClusterConfig};
 pub use self::flow::{Delivery, Flow, Skip};
 pub use self::kinds::{
-    Compression, ConnectionsPerBroker, CopyKind, DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation,
+    Compression, ConnectionsPerBroker, CopyChoice, CopyKind, CopySetting, DeliveryKind, OnSourceGap, PolicyKind,
+    StartFrom, SyncsLocation,
 };
 pub use self::settings::{
     Batching, Checkpoints, FlowConfig, Heartbeats, Reading, Routing, ScaleOut, TopicAclSync, TopicConfigSync, Writing,
@@ -237,10 +238,19 @@ impl Config {
         let mut seen = BTreeSet::new();
         let mut flows = Vec::new();
         for (i, f) in self.flows.into_iter().enumerate() {
-            let flow = flow::resolve(i, f, &clusters, &residency)?;
-            if flow.writing.copy == CopyKind::Batches {
+            let mut flow = flow::resolve(i, f, &clusters, &residency)?;
+            let clients = || {
                 cluster::check_batch_client(&self.clusters, &flow.source.alias)?;
-                cluster::check_batch_client(&self.clusters, &flow.target.alias)?;
+                cluster::check_batch_client(&self.clusters, &flow.target.alias)
+            };
+            match (flow.writing.copy, flow.copy.kind) {
+                (CopySetting::Batches, _) => clients()?,
+                (CopySetting::Auto, CopyKind::Batches) => {
+                    if let Err(e) = clients() {
+                        flow.copy = CopyChoice::records_unless(Some(e.to_string()));
+                    }
+                }
+                _ => {}
             }
             if !seen.insert((flow.source.alias.clone(), flow.target.alias.clone())) {
                 return Err(err(
@@ -250,8 +260,37 @@ impl Config {
             }
             flows.push(flow);
         }
+        settle_auto_opposites(&mut flows);
         check_opposite_copy_kinds(&flows)?;
         Ok((flows, MetricsSettings { listen, per_partition: metrics.per_partition }))
+    }
+}
+
+/// The flow copying from `f`'s target to its source, if any (one at most: duplicates are refused).
+fn opposite<'a>(flows: &'a [Flow], f: &Flow) -> Option<&'a Flow> {
+    flows.iter().find(|o| o.source.alias == f.target.alias && o.target.alias == f.source.alias)
+}
+
+fn identity(f: &Flow) -> bool {
+    matches!(f.policy, strait_mm2::ReplicationPolicy::Identity { .. })
+}
+
+/// `copy = "auto"` flows that took batches take records when the flow back the other way copies
+/// records under the identity policy (either flow's): such a pair echoes
+/// ([`check_opposite_copy_kinds`]). One pass: a flow switched here has its opposite copying
+/// records already.
+fn settle_auto_opposites(flows: &mut [Flow]) {
+    let back: Vec<Option<String>> = (flows.iter())
+        .map(|f| {
+            let o = opposite(flows, f)?;
+            (o.copy.kind == CopyKind::Records && (identity(f) || identity(o))).then(|| o.name.clone())
+        })
+        .collect();
+    for (flow, back) in flows.iter_mut().zip(back) {
+        if let (CopySetting::Auto, CopyKind::Batches, Some(back)) = (flow.writing.copy, flow.copy.kind, back) {
+            let reason = format!("flow {back} back copies records under the identity policy");
+            flow.copy = CopyChoice::records_unless(Some(reason));
+        }
     }
 }
 
@@ -260,23 +299,17 @@ impl Config {
 /// registered (librdkafka does not give them) and a batch carries no provenance header, so each
 /// would copy the other's records back (issue 45).
 fn check_opposite_copy_kinds(flows: &[Flow]) -> Result<(), ConfigError> {
-    let identity = |f: &Flow| matches!(f.policy, strait_mm2::ReplicationPolicy::Identity { .. });
     for (j, later) in flows.iter().enumerate() {
-        let opposite = flows[..j].iter().find(|f| {
-            f.source.alias == later.target.alias
-                && f.target.alias == later.source.alias
-                && f.writing.copy != later.writing.copy
-                && (identity(f) || identity(later))
-        });
-        if let Some(other) = opposite {
+        let Some(other) = opposite(&flows[..j], later) else { continue };
+        if other.copy.kind != later.copy.kind && (identity(other) || identity(later)) {
             return Err(err(
                 format!("flows[{j}].copy"),
                 format!(
                     "flow {} copies {} and flow {} back copies {} under the identity policy: a batch carries no provenance header and a record producer's id is not registered, so each would copy the other's records back; set copy alike on both",
                     later.name,
-                    later.writing.copy.name(),
+                    later.copy.kind.name(),
                     other.name,
-                    other.writing.copy.name()
+                    other.copy.kind.name()
                 ),
             ));
         }

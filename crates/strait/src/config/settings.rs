@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use strait_mm2::{DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE};
 
 use super::bounds;
-use super::kinds::{Compression, CopyKind, DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
+use super::kinds::{Compression, CopySetting, DeliveryKind, OnSourceGap, PolicyKind, StartFrom, SyncsLocation};
 use crate::rules::Patterns;
 
 /// Which clusters, topics and groups a flow replicates, and how target topics are named.
@@ -143,9 +143,10 @@ pub struct Writing {
     /// `mm2_offsets_topic` whenever positions are saved, so a dedicated MM2 on the same aliases
     /// resumes where Strait stopped ([`crate::sink`]'s `mm2_offsets`). Default false.
     pub write_mm2_offsets: bool,
-    /// `records` or `batches` ([`CopyKind`]): `batches` forwards the source's record batches as
-    /// they are stored, with the default replication policy. Default `records`.
-    pub copy: CopyKind,
+    /// `records`, `batches` or `auto` ([`CopySetting`]): `batches` forwards the source's record
+    /// batches as they are stored; `auto` takes batches where the flow allows them. Default
+    /// `records`. The flow's [`crate::config::Flow::copy`] says what it took.
+    pub copy: CopySetting,
     /// `auto`, `none`, `gzip`, `snappy`, `lz4` or `zstd` ([`Compression`]): the codec the record
     /// path produces with (`auto`: lz4 to a target in another region, else none); `batches` keep
     /// the source's. Default `auto`.
@@ -161,7 +162,7 @@ impl Default for Writing {
             offset_lag_max: strait_mm2::DEFAULT_OFFSET_LAG_MAX,
             replication_factor: -1,
             write_mm2_offsets: false,
-            copy: CopyKind::Records,
+            copy: CopySetting::Records,
             compression: Compression::Auto,
         }
     }

@@ -101,16 +101,21 @@ fn auto_compression_is_lz4_to_a_far_target_and_none_near() {
 
 #[test]
 fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
-    assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.copy, CopyKind::Records);
+    assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].copy.kind, CopyKind::Records);
     assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.compression, Compression::Auto);
     let zstd = &Config::parse(&format!("{TWO_CLUSTERS}compression = \"zstd\"\n")).unwrap()[0];
     assert_eq!(zstd.writing.compression, Compression::Zstd);
     let flow = &Config::parse(&format!("{TWO_CLUSTERS}copy = \"batches\"\n")).unwrap()[0];
-    assert_eq!(flow.writing.copy, CopyKind::Batches);
+    assert_eq!(flow.copy.kind, CopyKind::Batches);
     Config::parse(&format!(
         "{TWO_CLUSTERS}copy = \"batches\"\ndelivery = \"exactly_once\"\nwrite_mm2_offsets = true\n"
     ))
     .expect("batches exactly once, MM2 offsets written");
+    let auto = |extra: &str| Config::parse(&format!("{TWO_CLUSTERS}copy = \"auto\"\n{extra}")).unwrap().remove(0).copy;
+    assert_eq!(auto("").kind, CopyKind::Batches, "auto takes batches where nothing forbids them");
+    let lz4 = auto("compression = \"lz4\"\n");
+    assert_eq!(lz4.kind, CopyKind::Records);
+    assert!(lz4.why.contains("flows[0].compression"), "{}", lz4.why);
     let identity = format!("{TWO_CLUSTERS}copy = \"batches\"\nreplication_policy = \"identity\"\n");
     Config::parse(&identity).expect("batches under the identity policy: guarded by producer ids");
     let back = |copy: &str| format!("{identity}[[flows]]\nsource = \"b\"\ntarget = \"a\"\ncopy = \"{copy}\"\n");
@@ -118,6 +123,14 @@ fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
     let e = Config::parse(&back("records")).expect_err("a record flow back");
     assert_eq!(e.field, "flows[1].copy", "{e}");
     assert!(e.to_string().contains("flow b->a copies records and flow a->b back copies batches"), "{e}");
+    // `auto` takes what the flow back allows.
+    let auto_back = identity.replace("copy = \"batches\"", "copy = \"auto\"");
+    let flows = Config::parse(&format!("{auto_back}[[flows]]\nsource = \"b\"\ntarget = \"a\"\n")).unwrap();
+    assert_eq!(flows[0].copy.kind, CopyKind::Records, "auto against a record flow back");
+    assert!(flows[0].copy.why.contains("flow b->a back copies records"), "{}", flows[0].copy.why);
+    let flows =
+        Config::parse(&format!("{auto_back}[[flows]]\nsource = \"b\"\ntarget = \"a\"\ncopy = \"auto\"\n")).unwrap();
+    assert!(flows.iter().all(|f| f.copy.kind == CopyKind::Batches), "two auto flows take batches");
     for (extra, field) in [
         ("copy = \"bytes\"", "flows[0].copy"),
         ("copy = \"batches\"\ncompression = \"lz4\"", "flows[0].compression"),
@@ -135,6 +148,9 @@ fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
     Config::parse(&kerberos).expect("the record path takes GSSAPI");
     let e = Config::parse(&format!("{kerberos}copy = \"batches\"\n")).expect_err("GSSAPI with batches");
     assert_eq!(e.field, "clusters[1].client.\"sasl.mechanisms\"", "{e}");
+    let auto = Config::parse(&format!("{kerberos}copy = \"auto\"\n")).expect("auto with GSSAPI").remove(0).copy;
+    assert_eq!(auto.kind, CopyKind::Records);
+    assert!(auto.why.contains("clusters[1].client.\"sasl.mechanisms\""), "{}", auto.why);
 }
 
 #[test]

@@ -103,6 +103,7 @@ pub struct Metrics {
     offset_syncs: Family<PartitionLabels, Counter>,
     flow_up: Family<FlowLabels, Gauge>,
     writable: Family<FlowLabels, Gauge>,
+    copies_batches: Family<FlowLabels, Gauge>,
     slot_owned: Family<SlotLabels, Gauge>,
     control_tasks_up: Family<FlowLabels, Gauge>,
     throttled_ms: Family<FlowLabels, Counter>,
@@ -179,6 +180,7 @@ impl Metrics {
             offset_syncs: Family::default(),
             flow_up: Family::default(),
             writable: Family::default(),
+            copies_batches: Family::default(),
             slot_owned: Family::default(),
             control_tasks_up: Family::default(),
             throttled_ms: Family::default(),
@@ -214,6 +216,11 @@ impl Metrics {
             "strait_flow_writable",
             "1 while the flow runs and its target answered the last probe (what /ready says of the flow), 0 otherwise",
             m.writable.clone(),
+        );
+        r.register(
+            "strait_flow_copies_batches",
+            "1 when the flow copies whole batches, 0 when it copies records (copy, as taken)",
+            m.copies_batches.clone(),
         );
         r.register(
             "strait_slot_owned",

@@ -18,6 +18,13 @@ impl Metrics {
         self.update(name, source, target, |state| state.up = up);
     }
 
+    /// Records whether the flow `source` → `target` copies batches (`copy`, resolved) or records
+    /// (`strait_flow_copies_batches`).
+    pub fn set_copy_batches(&self, source: &str, target: &str, batches: bool) {
+        let labels = FlowLabels { source: source.into(), target: target.into() };
+        self.copies_batches.get_or_create(&labels).set(i64::from(batches));
+    }
+
     /// Records whether the target of flow `name` (`source` → `target`) answered its last probe
     /// (`strait_flow_writable`, `/ready`).
     pub fn set_target_answers(&self, name: &str, source: &str, target: &str, answers: bool) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use strait_connect::SourceOffset;
 use strait_mm2::OffsetSync;
-use strait_wire::Appended;
+use strait_wire::{Appended, Batch};
 
 use super::batches::Routed;
 use super::cuts::Cuts;
@@ -27,6 +27,9 @@ pub struct Ledger {
     pub stats: SinkMetrics,
     /// Offset and timestamp (ms) of the last record put per source partition, saved with positions.
     pub last: HashMap<(Arc<str>, i32), (i64, Option<i64>)>,
+    /// The last whole batch sent per source partition, with its last record's source offset,
+    /// until a position asks its timestamp (`timestamp_at`).
+    last_batches: HashMap<(Arc<str>, i32), (i64, Batch)>,
     /// The id of each source topic, saved with its positions (set by the source).
     pub topic_ids: TopicIds,
     /// At-least-once batches ended, waiting for their acks.
@@ -43,6 +46,7 @@ impl Ledger {
             syncs: OffsetSyncWriter::new(flow.writing.offset_lag_max),
             stats: SinkMetrics::new(&flow),
             last: HashMap::new(),
+            last_batches: HashMap::new(),
             topic_ids: TopicIds::default(),
             cuts: Cuts::default(),
             sent: PartitionMap::default(),
@@ -62,6 +66,7 @@ impl Ledger {
         for r in routed {
             let (topic, partition) = (&r.source.topic, r.source.partition);
             *self.sent.get_or_insert_with(topic, partition, || r.source.offset) = r.source.offset;
+            self.last_batches.insert((topic.clone(), partition), (r.source.offset, r.batch.clone()));
         }
     }
 
@@ -75,22 +80,28 @@ impl Ledger {
         }
     }
 
-    /// What a whole batch's ack feeds: the offset syncs of its first and last record (the target
-    /// gives a batch's records consecutive offsets from its base; the last one's source offset is
-    /// the record's, a compacted batch written anew having closed its gaps), the partition's
+    /// What a whole batch's ack feeds: the offset syncs of its records, every `offset_lag_max`
+    /// of them and its last (the target gives a batch's records consecutive offsets from its
+    /// base; of a compacted batch written anew, which closed its gaps, only the first and last
+    /// record's source offsets are known), the partition's
     /// metrics, its last offset for the position saved after it, and the batches waiting for it.
     pub fn batch_acked(&mut self, routed: &Routed, a: Appended) {
         let (source, b) = (&routed.source, &routed.batch);
         let (topic, partition, last) = (&source.topic, source.partition, source.offset);
-        self.syncs.acked(topic, partition, b.base_offset(), a.base_offset);
         let count = i64::from(b.record_count());
-        if count > 1 {
-            self.syncs.acked(topic, partition, last, a.base_offset + count - 1);
+        // Records whose source offsets follow one another (no compaction gaps) sit on the target at
+        // its base plus their place: fed every `offset_lag_max` records, as the record path's
+        // records are, so a translated offset is never more than that behind inside a batch.
+        let linear = last - b.base_offset() + 1 == count;
+        let lag_max = i64::try_from(self.flow.writing.offset_lag_max).unwrap_or(i64::MAX);
+        let step = if linear { lag_max.max(1) } else { count.max(1) };
+        let mut place = 0;
+        while place < count - 1 {
+            self.syncs.acked(topic, partition, b.base_offset() + place, a.base_offset + place);
+            place = place.saturating_add(step);
         }
+        self.syncs.acked(topic, partition, last, a.base_offset + count - 1);
         self.stats.acked_batch(topic, partition, count as u64, b.bytes().len(), b.max_timestamp());
-        // No timestamp with the position: the last record's is inside the (compressed) batch. The
-        // topic id saved with it finds a recreated topic instead.
-        self.last.insert((topic.clone(), partition), (last, None));
         self.cuts.acked(topic, partition, last, &self.syncs);
     }
 
@@ -101,21 +112,28 @@ impl Ledger {
         syncs
     }
 
-    /// The timestamp (ms) of the record at `position`, when it was the last one put.
-    fn timestamp_at(&self, position: &SourceOffset) -> Option<i64> {
+    /// The timestamp (ms) of the record at `position`, when it was the last one put or the last
+    /// of the last whole batch sent. A batch's is inside it (compressed): read here, once per
+    /// partition and commit rather than per batch, and the batch let go (it may hold a whole
+    /// fetch answer's buffer).
+    fn timestamp_at(&mut self, position: &SourceOffset) -> Option<i64> {
         let key = (position.topic.clone(), position.partition);
+        if let Some((offset, batch)) = self.last_batches.remove(&key) {
+            self.last.insert(key.clone(), (offset, batch.last_timestamp().ok()));
+        }
         self.last.get(&key).filter(|(o, _)| *o == position.offset).and_then(|(_, ts)| *ts)
     }
 
     /// Each of `positions` with the key and value of its positions record: the timestamp of the
     /// record at it (when it was the last one put) and the target offset of the partition's last
     /// record written.
-    pub fn position_records(&self, positions: &[SourceOffset]) -> PositionRecords {
+    pub fn position_records(&mut self, positions: &[SourceOffset]) -> PositionRecords {
         positions
             .iter()
             .map(|position| {
                 let downstream = self.syncs.last_downstream(&position.topic, position.partition);
-                self.position_record(position.clone(), self.timestamp_at(position), downstream)
+                let timestamp = self.timestamp_at(position);
+                self.position_record(position.clone(), timestamp, downstream)
             })
             .collect()
     }
@@ -136,7 +154,7 @@ impl Ledger {
     pub fn end_batch(&mut self, positions: &[SourceOffset]) {
         let positions = (positions.iter())
             .map(|p| (p.clone(), self.timestamp_at(p), self.sent.get(&p.topic, p.partition).copied()))
-            .collect();
+            .collect::<Vec<_>>();
         self.cuts.end(positions, &self.syncs);
     }
 

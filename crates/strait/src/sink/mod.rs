@@ -135,7 +135,7 @@ impl TargetSink {
             async move { admin?.create_state_topic(&topic, rf).await.map_err(|e| connect_error(&what, e)) }
         };
         let producer_ids = async {
-            match flow.writing.copy {
+            match flow.copy.kind {
                 CopyKind::Batches => state_topic(&flow.target, PRODUCER_IDS_TOPIC).await,
                 CopyKind::Records => Ok(()),
             }

@@ -190,7 +190,7 @@ pub async fn target_codec(flow: &Flow) -> ConnectResult<Compression> {
 /// ([`Compression::resolve`]); `auto` while not measured. With `copy = "batches"` the record
 /// producer only serves metadata: `auto` is `none`, and needs no measure.
 fn codec_for(flow: &Flow, round_trip: Option<Duration>) -> Compression {
-    match (flow.writing.compression, flow.writing.copy, round_trip) {
+    match (flow.writing.compression, flow.copy.kind, round_trip) {
         (Compression::Auto, CopyKind::Batches, _) => Compression::None,
         (Compression::Auto, CopyKind::Records, None) => Compression::Auto,
         (codec, _, Some(rtt)) => codec.resolve(rtt),

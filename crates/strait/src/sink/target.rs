@@ -113,13 +113,13 @@ impl Target {
             match (flow.delivery(), shared) {
                 (Delivery::AtLeastOnce, Some(records)) => ProduceService::join(records)
                     .map_err(|e| ConnectError::backend(format!("record producer for {}", flow.target.alias), e)),
-                (Delivery::ExactlyOnce { transaction_timeout }, _) if flow.writing.copy == CopyKind::Records => {
+                (Delivery::ExactlyOnce { transaction_timeout }, _) if flow.copy.kind == CopyKind::Records => {
                     producer_service(flow, slot, Some(transaction_timeout), &[]).await
                 }
                 _ => producer_service(flow, slot, None, &[]).await,
             }
         };
-        Ok(match flow.writing.copy {
+        Ok(match flow.copy.kind {
             CopyKind::Records => Self::Records(records.await?),
             CopyKind::Batches => {
                 let (records, batches) =

@@ -43,7 +43,7 @@ pub fn source_consumer(flow: &Flow) -> ConnectResult<Arc<SharedConsumer>> {
 /// [`round_trip`]. The batch path keeps connections of its own and reads through none of them.
 /// Errors: as [`measure_round_trip`] when the source does not answer or refuses.
 pub async fn source_consumers(flow: &Flow, first: Arc<SharedConsumer>) -> ConnectResult<SourceConsumers> {
-    let connections = match flow.writing.copy {
+    let connections = match flow.copy.kind {
         CopyKind::Records => flow.source.connections_per_broker.wire(),
         CopyKind::Batches => Connections::PerBroker(1),
     };

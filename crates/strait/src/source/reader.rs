@@ -41,7 +41,7 @@ impl PartitionReader {
     /// The reader of `flow`'s copy kind; records are read through `lanes`, one per source
     /// consumer. Errors: as [`BatchReader::start`].
     pub(super) async fn start(flow: &Flow, lanes: Vec<Arc<SourceReader>>) -> ConnectResult<Self> {
-        Ok(match flow.writing.copy {
+        Ok(match flow.copy.kind {
             CopyKind::Records => Self::Records(RecordLane::new(lanes)),
             CopyKind::Batches => Self::Batches(BatchReader::start(flow, BatchReader::queue_share(flow)).await?),
         })

@@ -19,10 +19,12 @@ const PARTITIONS: i32 = 2;
 const ROUNDS: usize = 5;
 const PER_ROUND: usize = 200;
 
-fn config(p: &str, a: &str, b: &str, topic: &str, delivery: &str) -> String {
+/// Flows A→B copying batches and B→A as `back_copy` says (`batches` or `auto`).
+fn config(p: &str, a: &str, b: &str, topic: &str, delivery: &str, back_copy: &str) -> String {
     let flow = |source: &str, target: &str| {
+        let copy = if source.ends_with('b') { back_copy } else { "batches" };
         format!(
-            "[[flows]]\nsource = \"{source}\"\ntarget = \"{target}\"\nreplication_policy = \"identity\"\ncopy = \"batches\"\ndelivery = \"{delivery}\"\nrefresh_topics_interval_ms = 1000\ntopics = [\"{topic}\"]\n"
+            "[[flows]]\nsource = \"{source}\"\ntarget = \"{target}\"\nreplication_policy = \"identity\"\ncopy = \"{copy}\"\ndelivery = \"{delivery}\"\nrefresh_topics_interval_ms = 1000\ntopics = [\"{topic}\"]\n"
         )
     };
     format!(
@@ -68,13 +70,13 @@ fn kept(b: &Batch) -> (i16, i64, i64, i32, Vec<u8>) {
     (b.attributes() & !(1 << 4), b.base_timestamp(), b.max_timestamp(), b.record_count(), b.bytes()[61..].to_vec())
 }
 
-async fn identity_active_active_of_batches(delivery: &str) {
+async fn identity_active_active_of_batches(delivery: &str, back_copy: &str) {
     let (a, b) = (cluster(1), cluster(2));
     let p = unique("aabat");
     let topic = format!("{p}-t");
     create_topic(&a, &topic, PARTITIONS, &[]).await;
     create_topic(&b, &topic, PARTITIONS, &[]).await;
-    let strait = Strait::start(&p, &config(&p, &a, &b, &topic, delivery));
+    let strait = Strait::start(&p, &config(&p, &a, &b, &topic, delivery, back_copy));
     let lz4 = [("compression.type", "lz4"), ("linger.ms", "5"), ("batch.size", "4000")];
     for round in 0..ROUNDS {
         for (side, name) in [(&a, "a"), (&b, "b")] {
@@ -94,7 +96,12 @@ async fn identity_active_active_of_batches(delivery: &str) {
     // Several more fetch and commit rounds: an echo would show up as growth.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let logs = strait.logs();
+    let copies_batches = format!("strait_flow_copies_batches{{source=\"{p}b\",target=\"{p}a\"}} 1");
+    let scrape = http_get(&strait.metrics, "/metrics").map(|(_, s)| s).unwrap_or_default();
+    assert!(scrape.contains(&copies_batches), "{copies_batches}: {scrape}");
     assert!(strait.stop().success(), "{logs}");
+    let said = format!("copy=\"batches\" why=copy = \"{back_copy}\"");
+    assert!(logs.contains(&format!("flow={p}b->{p}a {said}")), "B→A says what it copies and why: {logs}");
     for side in [&a, &b] {
         let v = values(side, &topic);
         assert_eq!(v.len() as i64, total, "every record on {side}: {logs}");
@@ -119,10 +126,11 @@ async fn identity_active_active_of_batches(delivery: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn identity_active_active_of_batch_flows_never_echoes_at_least_once() {
-    identity_active_active_of_batches("at_least_once").await;
+    // `auto` on one side: it takes batches, as the flow back copies batches too.
+    identity_active_active_of_batches("at_least_once", "auto").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn identity_active_active_of_batch_flows_never_echoes_exactly_once() {
-    identity_active_active_of_batches("exactly_once").await;
+    identity_active_active_of_batches("exactly_once", "batches").await;
 }

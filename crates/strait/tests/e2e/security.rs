@@ -84,6 +84,21 @@ async fn sasl_ssl_with_least_privilege_on_the_source() {
     }
     assert_eq!(list_topics(&a), before, "nothing created on the source");
 
+    // `copy = "auto"` with a client setting the batch path's client does not read (a Kerberos
+    // one, which librdkafka takes and SCRAM leaves unused) copies records, and says why.
+    produce(&a, &topic, &(100..150).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect::<Vec<_>>()).await;
+    let kerberos = clusters(SOURCE_PASSWORD).replacen(
+        "[clusters.client]\n",
+        "[clusters.client]\n\"sasl.kerberos.service.name\" = \"kafka\"\n",
+        1,
+    );
+    let strait = Strait::start(&format!("{p}-auto"), &format!("{kerberos}{}", flow("copy = \"auto\"")));
+    wait_until("replicated by copy = auto", Duration::from_secs(60), || count(&b, &remote) == Some(150)).await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    let why = r#"copy="records" why=copy = "auto" takes records: clusters[0].client."sasl.kerberos.service.name""#;
+    assert!(logs.contains(why), "{why}: {logs}");
+
     // A wrong password stops the flow at once, naming the cluster.
     let logs = refused(&format!("{p}-pw"), &format!("{}{}", clusters("wrong-password"), flow(""))).await;
     assert!(logs.contains(&format!("cluster {src} (")) && logs.contains("refused Strait's credentials"), "{logs}");

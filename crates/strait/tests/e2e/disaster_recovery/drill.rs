@@ -11,10 +11,21 @@ use super::*;
 /// killed in each; sharing the pair keeps the suite's load down).
 #[tokio::test(flavor = "multi_thread")]
 async fn drill_in_both_delivery_modes() {
-    let mut clusters = strait_testkit::start_clusters(2, &dedicated_dir("drill")).expect("dedicated clusters");
+    drills("drill", "records").await;
+}
+
+/// The drill with flows copying whole batches (issue 45): the loop guard of batches keeps the
+/// failback from echoing.
+#[tokio::test(flavor = "multi_thread")]
+async fn drill_of_batch_flows_in_both_delivery_modes() {
+    drills("drill-batches", "batches").await;
+}
+
+async fn drills(name: &str, copy: &str) {
+    let mut clusters = strait_testkit::start_clusters(2, &dedicated_dir(name)).expect("dedicated clusters");
     let (mut cluster_a, cluster_b) = (clusters.remove(0), clusters.remove(0));
     for delivery in ["at_least_once", "exactly_once"] {
-        drill(delivery, &mut cluster_a, &cluster_b.bootstrap).await;
+        drill((delivery, copy), &mut cluster_a, &cluster_b.bootstrap).await;
     }
 }
 
@@ -28,11 +39,12 @@ const LAG_MAX: i64 = 100;
 /// `RUST_LOG` of the drill's instances.
 const LOG: &str = "info,librdkafka=warn,rdkafka=warn";
 
-/// A `[[flows]]` table from `source` to `target`, identity naming, over `topic`.
-fn flow_toml(source: &str, target: &str, topic: &str, delivery: &str, extra: &str) -> String {
+/// A `[[flows]]` table from `source` to `target`, identity naming, over `topic`, with `delivery`
+/// and `copy`.
+fn flow_toml(source: &str, target: &str, topic: &str, (delivery, copy): (&str, &str), extra: &str) -> String {
     format!(
         "[[flows]]\nsource = \"{source}\"\ntarget = \"{target}\"\nreplication_policy = \"identity\"\n\
-         topics = [\"{topic}\"]\ndelivery = \"{delivery}\"\noffset_lag_max = {LAG_MAX}\n\
+         topics = [\"{topic}\"]\ndelivery = \"{delivery}\"\ncopy = \"{copy}\"\noffset_lag_max = {LAG_MAX}\n\
          refresh_topics_interval_ms = 1000\nemit_checkpoints_interval_ms = 1000\nrefresh_groups_interval_ms = 1000\n{extra}\n"
     )
 }
@@ -67,13 +79,13 @@ fn status_rows(status: &serde_json::Value, topic: &str) -> BTreeMap<(String, i64
         .collect()
 }
 
-/// The runbook's drill (docs/disaster-recovery.md) with `delivery`, through its commands: one
+/// The runbook's drill (docs/disaster-recovery.md) with `delivery` and `copy`, through its commands: one
 /// config holding A->B and B->A (identity), each region's instance running its own flow with
 /// `strait run --flow`; A lost while records are still being copied; the flow A->B stopped,
 /// `strait status`, then `strait failover --flow 'A->B'` moves `billing` to B; B takes writes;
 /// A comes back; both instances run; `strait status` shows lag 0 for both flows; a planned
 /// `strait failover --flow 'B->A'` moves `billing` home.
-async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: &str) {
+async fn drill((delivery, copy): (&str, &str), cluster_a: &mut strait_testkit::KafkaCluster, b: &str) {
     let (a, b) = (cluster_a.bootstrap.clone(), b.to_string());
     let p = unique("dr");
     let (aa, ba) = (format!("{p}a"), format!("{p}b"));
@@ -90,8 +102,8 @@ async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: 
         format!(
             "{}{}{}",
             clusters_toml(&aa, &a, &ba, &b),
-            flow_toml(&aa, &ba, &topic, delivery, cap),
-            flow_toml(&ba, &aa, &topic, delivery, "")
+            flow_toml(&aa, &ba, &topic, (delivery, copy), cap),
+            flow_toml(&ba, &aa, &topic, (delivery, copy), "")
         )
     };
     let config = write_config(&format!("{p}-strait"), &strait_toml(""));
@@ -116,7 +128,7 @@ async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: 
     // Unplanned failover, 1: stop the flow A->B.
     let logs = near_b.logs();
     let stopped = near_b.stop();
-    eprintln!("{delivery}: strait stopped with {stopped} after A was lost");
+    eprintln!("{delivery} {copy}: strait stopped with {stopped} after A was lost");
     // `strait status` prints the target's side of A->B and names what it cannot read, exit 1.
     let (code, report, stderr) = status(&config);
     assert_eq!(code, 1, "{stderr}\n{report:#}");
@@ -136,7 +148,7 @@ async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: 
     let (code, report, stderr) = failover(&config, &forward, &["--source-timeout-ms", "3000"]);
     assert_eq!(code, 0, "{stderr}\n{report:#}\n{logs}");
     assert_eq!(report["mode"], "unplanned");
-    eprintln!("{delivery}: unplanned failover report:\n{report:#}");
+    eprintln!("{delivery} {copy}: unplanned failover report:\n{report:#}");
     let on_b = values(&b, &topic);
     let mut replicated = BTreeMap::new();
     // (Heartbeats topics are copied too: only the drill's topic is counted here.)
@@ -154,7 +166,7 @@ async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: 
     let age = report["groups"][0]["checkpoint_age_ms"].as_i64();
     let true_rpo: i64 = replicated.values().map(|r| ON_A as i64 - r).sum();
     eprintln!(
-        "{delivery}: RPO printed: last replicated {replicated:?} (next offsets), checkpoint age {age:?} ms; \
+        "{delivery} {copy}: RPO printed: last replicated {replicated:?} (next offsets), checkpoint age {age:?} ms; \
          true RPO: {true_rpo} of {} records not on B",
         ON_A * 3
     );
@@ -171,7 +183,10 @@ async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: 
         let rereads = read.iter().filter(|v| parse_n(v) < CONSUMED_ON_A).count() as i64;
         assert_eq!(read.len() as i64 - rereads, unconsumed as i64, "partition {part}: billing skipped records on B");
         assert!(rereads <= LAG_MAX, "partition {part}: {rereads} re-reads");
-        eprintln!("{delivery}: partition {part}: billing resumes on B at {} ({rereads} re-reads)", billing_b[&part]);
+        eprintln!(
+            "{delivery} {copy}: partition {part}: billing resumes on B at {} ({rereads} re-reads)",
+            billing_b[&part]
+        );
     }
 
     // 3-4. The recovery point read (above), region B takes the writes; billing consumes
@@ -204,7 +219,7 @@ async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: 
     .await;
     let (code, report, stderr) = &last;
     let lags: Vec<_> = status_rows(report, &topic).into_iter().map(|(k, r)| (k, r["lag"].clone())).collect();
-    eprintln!("{delivery}: strait status after failback (exit {code}): lags {lags:?}");
+    eprintln!("{delivery} {copy}: strait status after failback (exit {code}): lags {lags:?}");
     assert!(settled.is_ok(), "strait status never showed lag 0 for both flows: exit {code}, {lags:?}\n{stderr}");
     let all = 3 * (ON_A + ON_B);
     assert_eq!(occurrences(&a, &topic).len(), all, "lag 0: A holds every record");
@@ -219,7 +234,7 @@ async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: 
     // 5. Planned failover home.
     let (code, report, stderr) = failover(&config, &reverse, &["--mode", "planned", "--wait-ms", "60000"]);
     assert_eq!(code, 0, "{stderr}\n{report:#}\n{}", near_a.logs());
-    eprintln!("{delivery}: planned failback report:\n{report:#}");
+    eprintln!("{delivery} {copy}: planned failback report:\n{report:#}");
     assert!(report["partitions"].as_array().unwrap().iter().all(|p| p["unreplicated"] == 0));
     let billing_a = committed(&a, &group, &topic, PARTITIONS);
     let a_ends = end_offsets(&a, &topic);
@@ -254,7 +269,7 @@ async fn drill(delivery: &str, cluster_a: &mut strait_testkit::KafkaCluster, b: 
         .count();
     assert_eq!(missed, 0, "billing skipped {missed} records across the drill");
     eprintln!(
-        "{delivery}: drill done: {} records on each cluster, each once; {true_rpo} divergent records copied back",
+        "{delivery} {copy}: drill done: {} records on each cluster, each once; {true_rpo} divergent records copied back",
         all + 300
     );
 }
