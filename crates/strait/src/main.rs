@@ -47,7 +47,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Validate { .. } => {
             let n = flows.len();
-            print_out(&format!("{}: valid ({n} flow{})\n", path.display(), if n == 1 { "" } else { "s" }));
+            let mut out = format!("{}: valid ({n} flow{})\n", path.display(), if n == 1 { "" } else { "s" });
+            for flow in &flows {
+                out += &format!("flow {} copies {} ({})\n", flow.name, flow.copy.kind.name(), flow.copy.why);
+            }
+            print_out(&out);
             ExitCode::SUCCESS
         }
         command => match tokio::runtime::Runtime::new() {
