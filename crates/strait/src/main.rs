@@ -49,7 +49,7 @@ fn main() -> ExitCode {
             let n = flows.len();
             let mut out = format!("{}: valid ({n} flow{})\n", path.display(), if n == 1 { "" } else { "s" });
             for flow in &flows {
-                out += &format!("flow {} copies {} ({})\n", flow.name, flow.copy.kind.name(), flow.copy.why);
+                out += &format!("{}\n", strait::status::FlowCopy::of(flow));
             }
             print_out(&out);
             ExitCode::SUCCESS

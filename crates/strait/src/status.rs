@@ -71,6 +71,20 @@ pub struct FlowCopy {
     pub why: String,
 }
 
+impl FlowCopy {
+    /// What `flow` copies and why.
+    pub fn of(flow: &Flow) -> Self {
+        Self { flow: flow.name.clone(), copy: flow.copy.kind.name(), why: flow.copy.why.clone() }
+    }
+}
+
+/// `flow <name> copies <kind> (<why>)`, as `strait status` and `strait validate` print it.
+impl std::fmt::Display for FlowCopy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "flow {} copies {} ({})", self.flow, self.copy, self.why)
+    }
+}
+
 /// Everything `strait status` prints.
 #[derive(Debug, Default, Serialize)]
 pub struct Status {
@@ -88,8 +102,7 @@ pub struct Status {
 /// [`Status::problems`], its partitions listed from the saved positions alone.
 /// Errors: the target cluster does not answer.
 pub async fn collect(flow: &Flow, status: &mut Status) -> Result<(), KafkaError> {
-    let copy = FlowCopy { flow: flow.name.clone(), copy: flow.copy.kind.name(), why: flow.copy.why.clone() };
-    status.flows.push(copy);
+    status.flows.push(FlowCopy::of(flow));
     let loaded = positions::load_checked(&flow.target, &flow.name).await?;
     match source_rows(flow, &loaded).await {
         Ok(rows) => status.partitions.extend(rows),
@@ -216,7 +229,7 @@ impl Status {
         }
         out += "\n";
         for f in &self.flows {
-            out += &format!("flow {} copies {} ({})\n", f.flow, f.copy, f.why);
+            out += &format!("{f}\n");
         }
         for p in self.partitions.iter().filter(|p| p.invalid.is_some()) {
             let why = p.invalid.as_deref().unwrap_or_default();
