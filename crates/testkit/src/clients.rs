@@ -57,7 +57,12 @@ impl Drop for Cleanup {
                 topic.strip_prefix(n.as_str()).is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
             })
         };
-        let shared = ["STRAIT_TEST_BOOTSTRAP_1", "STRAIT_TEST_BOOTSTRAP_2", "STRAIT_TEST_THREE_NODE_BOOTSTRAP"];
+        let shared = [
+            "STRAIT_TEST_BOOTSTRAP_1",
+            "STRAIT_TEST_BOOTSTRAP_2",
+            "STRAIT_TEST_BOOTSTRAP_3",
+            "STRAIT_TEST_THREE_NODE_BOOTSTRAP",
+        ];
         for var in shared {
             let Ok(bootstrap) = std::env::var(var) else { continue };
             let c: BaseConsumer = match ClientConfig::new().set("bootstrap.servers", &bootstrap).create() {

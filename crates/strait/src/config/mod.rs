@@ -9,6 +9,7 @@
 
 pub mod bounds;
 mod cluster;
+mod cycles;
 mod flow;
 mod kinds;
 pub mod references;
@@ -260,59 +261,8 @@ impl Config {
             }
             flows.push(flow);
         }
-        settle_auto_opposites(&mut flows);
-        check_opposite_copy_kinds(&flows)?;
+        cycles::settle_auto(&mut flows);
+        cycles::check_copy_kinds(&flows)?;
         Ok((flows, MetricsSettings { listen, per_partition: metrics.per_partition }))
     }
-}
-
-/// The flow copying from `f`'s target to its source, if any (one at most: duplicates are refused).
-fn opposite<'a>(flows: &'a [Flow], f: &Flow) -> Option<&'a Flow> {
-    flows.iter().find(|o| o.source.alias == f.target.alias && o.target.alias == f.source.alias)
-}
-
-fn identity(f: &Flow) -> bool {
-    matches!(f.policy, strait_mm2::ReplicationPolicy::Identity { .. })
-}
-
-/// `copy = "auto"` flows that took batches take records when the flow back the other way copies
-/// records under the identity policy (either flow's): such a pair echoes
-/// ([`check_opposite_copy_kinds`]). One pass: a flow switched here has its opposite copying
-/// records already.
-fn settle_auto_opposites(flows: &mut [Flow]) {
-    let back: Vec<Option<String>> = (flows.iter())
-        .map(|f| {
-            let o = opposite(flows, f)?;
-            (o.copy.kind == CopyKind::Records && (identity(f) || identity(o))).then(|| o.name.clone())
-        })
-        .collect();
-    for (flow, back) in flows.iter_mut().zip(back) {
-        if let (CopySetting::Auto, CopyKind::Batches, Some(back)) = (flow.writing.copy, flow.copy.kind, back) {
-            let reason = format!("flow {back} back copies records under the identity policy");
-            flow.copy = CopyChoice::records_unless(Some(reason));
-        }
-    }
-}
-
-/// Refuses a flow copying records and one copying batches between the same two clusters in
-/// opposite directions, either under the identity policy: the record flow's producer ids are not
-/// registered (librdkafka does not give them) and a batch carries no provenance header, so each
-/// would copy the other's records back (issue 45).
-fn check_opposite_copy_kinds(flows: &[Flow]) -> Result<(), ConfigError> {
-    for (j, later) in flows.iter().enumerate() {
-        let Some(other) = opposite(&flows[..j], later) else { continue };
-        if other.copy.kind != later.copy.kind && (identity(other) || identity(later)) {
-            return Err(err(
-                format!("flows[{j}].copy"),
-                format!(
-                    "flow {} copies {} and flow {} back copies {} under the identity policy: a batch carries no provenance header and a record producer's id is not registered, so each would copy the other's records back; set copy alike on both",
-                    later.name,
-                    later.copy.kind.name(),
-                    other.name,
-                    other.copy.kind.name()
-                ),
-            ));
-        }
-    }
-    Ok(())
 }

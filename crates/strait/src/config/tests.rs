@@ -122,15 +122,39 @@ fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
     Config::parse(&back("batches")).expect("identity active/active of batch flows");
     let e = Config::parse(&back("records")).expect_err("a record flow back");
     assert_eq!(e.field, "flows[1].copy", "{e}");
-    assert!(e.to_string().contains("flow b->a copies records and flow a->b back copies batches"), "{e}");
+    assert!(
+        e.to_string().contains("flow b->a copies records and flow a->b, on a cycle with it, copies batches"),
+        "{e}"
+    );
     // `auto` takes what the flow back allows.
     let auto_back = identity.replace("copy = \"batches\"", "copy = \"auto\"");
     let flows = Config::parse(&format!("{auto_back}[[flows]]\nsource = \"b\"\ntarget = \"a\"\n")).unwrap();
     assert_eq!(flows[0].copy.kind, CopyKind::Records, "auto against a record flow back");
-    assert!(flows[0].copy.why.contains("flow b->a back copies records"), "{}", flows[0].copy.why);
+    assert!(flows[0].copy.why.contains("flow b->a copies records on a cycle"), "{}", flows[0].copy.why);
     let flows =
         Config::parse(&format!("{auto_back}[[flows]]\nsource = \"b\"\ntarget = \"a\"\ncopy = \"auto\"\n")).unwrap();
     assert!(flows.iter().all(|f| f.copy.kind == CopyKind::Batches), "two auto flows take batches");
+    // A ring A→B→C→A: one record flow makes the others' auto take records, and a batch flow
+    // on it is refused; a flow off the ring (C→D) is free.
+    let ring = |copies: [&str; 3]| {
+        let mut c = String::new();
+        for alias in ["a", "b", "c", "d"] {
+            c += &format!("[[clusters]]\nalias = \"{alias}\"\nbootstrap_servers = \"h:1\"\n");
+        }
+        for ((source, target), copy) in [("a", "b"), ("b", "c"), ("c", "a")].into_iter().zip(copies) {
+            c += &format!("[[flows]]\nsource = \"{source}\"\ntarget = \"{target}\"\nreplication_policy = \"identity\"\ncopy = \"{copy}\"\n");
+        }
+        c + "[[flows]]\nsource = \"c\"\ntarget = \"d\"\nreplication_policy = \"identity\"\ncopy = \"batches\"\n"
+    };
+    let flows = Config::parse(&ring(["auto", "auto", "records"])).unwrap();
+    assert!(flows[..3].iter().all(|f| f.copy.kind == CopyKind::Records), "auto on a ring with a record flow");
+    assert!(flows[0].copy.why.contains("flow c->a copies records on a cycle"), "{}", flows[0].copy.why);
+    assert_eq!(flows[3].copy.kind, CopyKind::Batches, "off the ring");
+    let e =
+        Config::parse(&ring(["batches", "auto", "records"])).expect_err("a batch flow on a ring with a record flow");
+    // b->c's auto took records (c->a copies records), which a->b's batches clash with.
+    assert_eq!(e.field, "flows[1].copy", "{e}");
+    Config::parse(&ring(["batches", "auto", "auto"])).expect("a ring of batch flows");
     for (extra, field) in [
         ("copy = \"bytes\"", "flows[0].copy"),
         ("copy = \"batches\"\ncompression = \"lz4\"", "flows[0].compression"),

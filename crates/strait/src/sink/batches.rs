@@ -10,15 +10,15 @@
 //! offset syncs and positions written as batches of their own ([`BatchWriter::write_state`]),
 //! go in one transaction, which `exactly_once.rs` begins, commits and aborts through it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
-use strait_wire::{Appended, Batch, Outgoing, Producer, WireError};
+use strait_wire::{Appended, Batch, Outgoing, Producer};
 
-use super::errors::{fenced, Retry};
+use super::errors::Retry;
+use super::lanes::{failure, Lanes, Routed};
 use super::mm2_offsets::Mm2Offsets;
 use super::producer_ids::{BatchGuard, Registrar, Verdict};
 use super::producers::PRODUCER_QUEUE_KBYTES;
@@ -43,26 +43,13 @@ const QUEUE_WAIT: Duration = Duration::from_millis(100);
 /// A record's key and value, as bytes.
 type KeyValue = (Vec<u8>, Vec<u8>);
 
-/// A source batch on its way: where it came from (the source offset of its last record) and the
-/// target topic.
-pub struct Routed {
-    pub source: SourceOffset,
-    pub target: Arc<str>,
-    pub batch: Batch,
-}
-
-/// The slot's batch producer on the target.
+/// The slot's batch producers on the target.
 pub struct BatchWriter {
-    producer: Producer,
-    /// The batches sent and not yet acknowledged, by the producer's token.
-    in_flight: HashMap<u64, Routed>,
-    /// Batches acknowledged, not yet handed back by [`Self::acks`].
-    acked: Vec<(Routed, Appended)>,
+    /// The producers, one per origin set; the first holds the transactions.
+    lanes: Lanes,
     /// Exactly-once with `write_mm2_offsets`: MM2's source offsets, written in each transaction
     /// with its positions, and the partition count of their topic.
     mm2_offsets: Option<(Mm2Offsets, u32)>,
-    /// Registers the producer's ids on the target ([`super::producer_ids::PRODUCER_IDS_TOPIC`]).
-    registrar: Registrar,
     /// Drops the source's batches that came from the target.
     guard: BatchGuard,
 }
@@ -88,12 +75,13 @@ impl BatchWriter {
             let producer = Producer::init(cluster, DELIVERY_TIMEOUT)
                 .await
                 .map_err(|e| wire_error(format!("producer id registrar on target {}", flow.target.alias), e))?;
-            Ok(Registrar::new(producer, flow, source_id))
+            Ok(Registrar::new(producer))
         };
         let (producer, registrar, guard) =
             tokio::try_join!(Self::producer(flow, slot), registrar, BatchGuard::start(flow, target_id))?;
         let mm2_offsets = Mm2Offsets::of(flow).zip(mm2_partitions);
-        Ok(Self { producer, in_flight: HashMap::new(), acked: Vec::new(), mm2_offsets, registrar, guard })
+        let lanes = Lanes::new(producer, registrar, source_id, DELIVERY_TIMEOUT);
+        Ok(Self { lanes, mm2_offsets, guard })
     }
 
     /// The batch producer of [`Self::start`].
@@ -128,71 +116,34 @@ impl BatchWriter {
         self.guard.verdict(flow, batch, reread).await
     }
 
-    /// Sends `batches` (in order within each partition) without waiting for their acks, which
-    /// [`Self::acks`] hands back; while more than the slot's share of the producer queue
-    /// ([`PRODUCER_QUEUE_KBYTES`]) waits for acks, it waits for some. Each leader's partitions go
-    /// on their own, and a partition's first batch from this producer goes alone ahead of the
-    /// rest (`strait-wire`'s lanes). Errors ([`failure`]): a batch the target refused or did not
-    /// take within the delivery timeout, naming its target topic, partition and source offset;
-    /// at-least-once never retriable (the producer's sequences are then unknown, and the batches
-    /// before it are written again after a restart: positions are saved only after acks);
-    /// exactly-once retriable when asking again may succeed (the transaction is aborted and
-    /// replayed).
-    pub async fn send(&mut self, (flow, slot): (&Flow, u32), batches: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
-        let out: Vec<Outgoing> = (batches.iter())
-            .map(|r| Outgoing { topic: r.target.to_string(), partition: r.source.partition, batch: r.batch.clone() })
-            .collect();
-        // A renewed producer may carry a new id: registered before its first batch.
-        self.registrar.ensure(flow, self.producer.id().0).await?;
-        let first = self.producer.send(&out).await.map_err(|e| failure(flow, slot, copying(flow), e, retry))?;
-        self.in_flight.extend((first..).zip(batches));
-        let most = flow.slot_share(PRODUCER_QUEUE_KBYTES, 2_048) * 1024;
-        while self.producer.queued_bytes() > most {
-            let appended = self.producer.some_appended(QUEUE_WAIT).await;
-            self.received(flow, slot, appended, retry)?;
+    /// Sends `batches` (in order within each partition, each through the producer of its
+    /// origins, [`Lanes::send`]) without waiting for their acks, which [`Self::acks`] hands
+    /// back; while more than the slot's share of the producer queue ([`PRODUCER_QUEUE_KBYTES`])
+    /// waits for acks, it waits for some. Each leader's partitions go on their own, and a
+    /// partition's first batch from a producer goes alone ahead of the rest (`strait-wire`'s
+    /// lanes). Errors ([`failure`]): a batch the target refused or did not take within the
+    /// delivery timeout, naming its target topic, partition and source offset; at-least-once
+    /// never retriable (the producer's sequences are then unknown, and the batches before it are
+    /// written again after a restart: positions are saved only after acks); exactly-once
+    /// retriable when asking again may succeed (the transaction is aborted and replayed).
+    pub async fn send(&mut self, at: (&Flow, u32), batches: Vec<Routed>, retry: Retry) -> ConnectResult<()> {
+        self.lanes.send(at, batches, retry).await?;
+        let most = at.0.slot_share(PRODUCER_QUEUE_KBYTES, 2_048) * 1024;
+        while self.lanes.queued_bytes() > most {
+            self.lanes.some_acks(at, QUEUE_WAIT, retry).await?;
         }
         Ok(())
     }
 
-    /// The batches acknowledged since the last call, with where each was appended, each
-    /// partition's in order: those received (`wait` false) or, waiting for them, every batch sent.
-    /// Cancel-safe: acks of a call given up come with the next. Errors: as [`Self::send`].
-    pub async fn acks(
-        &mut self,
-        (flow, slot): (&Flow, u32),
-        wait: bool,
-        retry: Retry,
-    ) -> ConnectResult<Vec<(Routed, Appended)>> {
-        let appended = match wait {
-            true => self.producer.all_appended().await,
-            false => self.producer.appended().await,
-        };
-        self.received(flow, slot, appended, retry)?;
-        Ok(std::mem::take(&mut self.acked))
-    }
-
-    /// Keeps the batches of `appended` for [`Self::acks`].
-    fn received(
-        &mut self,
-        flow: &Flow,
-        slot: u32,
-        appended: Result<Vec<(u64, Appended)>, WireError>,
-        retry: Retry,
-    ) -> ConnectResult<()> {
-        let appended = appended.map_err(|e| failure(flow, slot, copying(flow), e, retry))?;
-        for (token, a) in appended {
-            if let Some(r) = self.in_flight.remove(&token) {
-                self.acked.push((r, a));
-            }
-        }
-        Ok(())
+    /// The batches acknowledged since the last call ([`Lanes::acks`]). Errors: as [`Self::send`].
+    pub async fn acks(&mut self, at: (&Flow, u32), wait: bool, retry: Retry) -> ConnectResult<Vec<(Routed, Appended)>> {
+        self.lanes.acks(at, wait, retry).await
     }
 
     /// Forgets the batches in flight (exactly-once, an aborted transaction: their acks count for
     /// nothing; the abort drops them from the producer).
     pub fn forget_in_flight(&mut self) {
-        self.in_flight.clear();
-        self.acked.clear();
+        self.lanes.forget_in_flight();
     }
 
     /// Exactly-once: opens a transaction, first taking the slot's transactional id over anew
@@ -202,9 +153,9 @@ impl BatchWriter {
         let context = || format!("flow {}: begin a batch transaction", flow.name);
         if renew {
             tracing::warn!(flow = %flow.name, "the target aborted a transaction that outlived transaction_timeout_ms; taking the slot's transactional id over anew");
-            self.producer.renew().await.map_err(|e| wire_error(context(), e))?;
+            self.lanes.first().renew().await.map_err(|e| wire_error(context(), e))?;
         }
-        self.producer.begin().map_err(|e| ConnectError::backend(context(), e))
+        self.lanes.first().begin().map_err(|e| ConnectError::backend(context(), e))
     }
 
     /// Exactly-once: writes `syncs` (to `syncs_topic`, partition 0), `positions` (to the
@@ -250,7 +201,7 @@ impl BatchWriter {
             return Ok(());
         }
         let context = || format!("flow {}: writing offset syncs and positions on {}", flow.name, flow.target.alias);
-        self.producer.produce(&out).await.map(|_| ()).map_err(|e| failure(flow, slot, context(), e, retry))
+        self.lanes.first().produce(&out).await.map(|_| ()).map_err(|e| failure(flow, slot, context(), e, retry))
     }
 
     /// Exactly-once: commits the open transaction. Errors ([`failure`]): fenced by another
@@ -258,7 +209,7 @@ impl BatchWriter {
     /// the transaction after its timeout (it is then replayed on a renewed producer).
     pub async fn commit(&mut self, (flow, slot): (&Flow, u32), retry: Retry) -> ConnectResult<()> {
         let context = format!("flow {}: commit a batch transaction", flow.name);
-        self.producer.commit().await.map_err(|e| failure(flow, slot, context, e, retry))
+        self.lanes.first().commit().await.map_err(|e| failure(flow, slot, context, e, retry))
     }
 
     /// Exactly-once: aborts the open transaction and bumps the producer's epoch (sequences
@@ -273,7 +224,7 @@ impl BatchWriter {
     pub async fn abort(&mut self, (flow, slot): (&Flow, u32), retry: Retry) -> ConnectResult<bool> {
         let mut waits = doubling(TRANSACTION_RETRY_MIN, TRANSACTION_RETRY_MAX);
         loop {
-            let e = match self.producer.abort().await {
+            let e = match self.lanes.first().abort().await {
                 Ok(()) => return Ok(false),
                 Err(e) => e,
             };
@@ -291,41 +242,9 @@ impl BatchWriter {
     }
 }
 
-/// What a failed send or ack of data batches was doing.
-fn copying(flow: &Flow) -> String {
-    format!("copying batches to {}", flow.target.alias)
-}
-
 /// The time now in ms since the epoch, the create time of the offset syncs and positions.
 pub(super) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// The error of a failed call of the batch producer, described by `context`. At-least-once
-/// ([`Retry::Never`]) never retriable: the producer's sequences are unknown after a failed
-/// produce, so the flow starts anew with a new producer rather than the runtime retrying the
-/// batch on the same one. Exactly-once: fenced by another instance stops the slot
-/// ([`fenced`]), unless the transaction outlived its timeout (the target aborted it); a
-/// batch not taken in time, or a broker error Kafka marks retriable, is retriable (the abort
-/// bumps the epoch, so sequences restart); a refusal (too large, invalid, not authorized)
-/// stops the flow naming the batch.
-fn failure(flow: &Flow, slot: u32, context: String, e: WireError, retry: Retry) -> ConnectError {
-    match retry {
-        Retry::Never => match wire_error(context, e) {
-            ConnectError::Retriable { context, cause } => ConnectError::Backend { context, cause },
-            e => e,
-        },
-        Retry::Replay { .. } if e.is_fenced() => match retry.outlived() {
-            true => ConnectError::retriable(context, e),
-            false => fenced(flow, slot, e.to_string()),
-        },
-        Retry::Replay { .. } => match &e {
-            WireError::NotProduced { error, .. } if error.is_none_or(|e| e.is_retriable()) => {
-                ConnectError::retriable(context, e)
-            }
-            _ => wire_error(context, e),
-        },
-    }
 }

@@ -10,9 +10,9 @@ use strait_connect::SourceOffset;
 use strait_mm2::OffsetSync;
 use strait_wire::{Appended, Batch};
 
-use super::batches::Routed;
 use super::cuts::Cuts;
 use super::in_flight::InFlight;
+use super::lanes::Routed;
 use super::partitions::PartitionMap;
 use super::state::PositionRecords;
 use super::stats::SinkMetrics;

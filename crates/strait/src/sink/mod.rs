@@ -23,6 +23,7 @@ mod cuts;
 mod errors;
 mod exactly_once;
 mod in_flight;
+mod lanes;
 mod ledger;
 pub mod loop_guard;
 mod mm2_offsets;

@@ -15,6 +15,11 @@
 //! `transactional.id.expiration.ms`) or whose epoch ran out gets a new id, which its flow
 //! registers before its next batch. So an id, once known, means the same forever: both answers
 //! are cached.
+//!
+//! A chain or ring of batch flows (A→B→C→A) passes batches on: B→C writes the batches A→B
+//! wrote on B with a producer of their own, registered with origins A and B, and its source's
+//! own batches with another, registered with B alone (`super::lanes`), so C→A drops the first
+//! and copies the second.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -46,40 +51,39 @@ pub struct Registration {
     pub origins: Vec<String>,
 }
 
-/// Registers the producer ids of a flow's batch producer on its target, through a small
+/// Registers the producer ids of a flow's batch producers on its target, through a small
 /// idempotent producer of its own (its registrations are acknowledged whatever the batch
-/// producer's transaction does).
+/// producers' transaction does).
 pub struct Registrar {
     producer: Producer,
-    registration: Vec<u8>,
-    /// The id registered last: the batch producer's, unless it changed since.
-    registered: Option<i64>,
+    /// The ids registered so far: each batch producer's, renewed ones too.
+    registered: HashSet<i64>,
 }
 
 impl Registrar {
-    /// A registrar on `producer`'s cluster for `flow`, whose data come from the cluster with id
-    /// `source_id`.
-    pub fn new(producer: Producer, flow: &Flow, source_id: &str) -> Self {
-        let registration = Registration { flow: flow.name.clone(), origins: vec![source_id.to_string()] };
-        let registration = serde_json::to_vec(&registration).expect("a registration serializes");
-        Self { producer, registration, registered: None }
+    /// A registrar on `producer`'s cluster.
+    pub fn new(producer: Producer) -> Self {
+        Self { producer, registered: HashSet::new() }
     }
 
-    /// Registers `producer_id` unless it was the last registered, and waits for the ack: call
-    /// before every send, as a renewed producer may carry a new id. Errors: the registration was
-    /// not written, as the batch producer's errors (`crate::kafka::wire_error`).
-    pub async fn ensure(&mut self, flow: &Flow, producer_id: i64) -> ConnectResult<()> {
-        if self.registered == Some(producer_id) {
+    /// Registers `producer_id`, whose batches carry the data of the clusters `origins` (ids,
+    /// oldest first), unless it is registered already, and waits for the ack: call before every
+    /// send, as a renewed producer may carry a new id. Errors: the registration was not written,
+    /// as the batch producer's errors (`crate::kafka::wire_error`).
+    pub async fn ensure(&mut self, flow: &Flow, producer_id: i64, origins: &[String]) -> ConnectResult<()> {
+        if self.registered.contains(&producer_id) {
             return Ok(());
         }
         let key = producer_id.to_string().into_bytes();
+        let registration = Registration { flow: flow.name.clone(), origins: origins.to_vec() };
+        let value = serde_json::to_vec(&registration).expect("a registration serializes");
         let context = || format!("flow {}: register producer id {producer_id} in {PRODUCER_IDS_TOPIC}", flow.name);
-        let batch = Batch::of_records(&[(Some(&key[..]), Some(&self.registration[..]))], now_ms())
+        let batch = Batch::of_records(&[(Some(&key[..]), Some(&value[..]))], now_ms())
             .map_err(|e| ConnectError::backend(context(), e))?;
         let out = Outgoing { topic: PRODUCER_IDS_TOPIC.to_string(), partition: 0, batch };
         self.producer.produce(&[out]).await.map_err(|e| wire_error(context(), e))?;
-        tracing::info!(flow = %flow.name, producer_id, "batch producer id registered on the target");
-        self.registered = Some(producer_id);
+        tracing::info!(flow = %flow.name, producer_id, origins = origins.join(","), "batch producer id registered on the target");
+        self.registered.insert(producer_id);
         Ok(())
     }
 }
@@ -87,13 +91,11 @@ impl Registrar {
 /// What a flow does with a fetched batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Copy it: an application's batch, or a flow's whose data never were in the target.
-    Copy,
+    /// Copy it: an application's batch (`None`), or a flow's that carries the data of the
+    /// clusters given (ids, oldest first), none of them the target.
+    Copy(Option<Arc<[String]>>),
     /// Drop it: its producer writes data that came from the target cluster.
     Echo,
-    /// Its producer carries data of other clusters (a chain or ring of batch flows), which this
-    /// flow's producer, registered with its source's id alone, cannot pass on truthfully.
-    Relayed(Registration),
 }
 
 /// How a batch flow keeps batches from looping back, by its replication policy.
@@ -118,19 +120,18 @@ impl BatchGuard {
     /// The verdict on `batch` ([`EchoGuard::verdict`]); under the default policy, always copy.
     pub async fn verdict(&mut self, flow: &Flow, batch: &Batch, reread: &mut bool) -> ConnectResult<Verdict> {
         match self {
-            Self::Names => Ok(Verdict::Copy),
+            Self::Names => Ok(Verdict::Copy(None)),
             Self::Registry(guard) => guard.verdict(flow, batch, reread).await,
         }
     }
 }
 
-/// The verdict on a batch whose producer `registration` names, for a flow into the cluster with
-/// id `target_id`.
-fn judge(registration: &Registration, target_id: &str) -> Verdict {
-    match &registration.origins[..] {
-        origins if origins.iter().any(|o| o == target_id) => Verdict::Echo,
-        [] => Verdict::Copy,
-        _ => Verdict::Relayed(registration.clone()),
+/// The verdict on a batch whose producer carries the data of the clusters `origins`, for a
+/// flow into the cluster with id `target_id`.
+fn judge(origins: &Arc<[String]>, target_id: &str) -> Verdict {
+    match origins.iter().any(|o| o == target_id) {
+        true => Verdict::Echo,
+        false => Verdict::Copy(Some(origins.clone())),
     }
 }
 
@@ -140,7 +141,8 @@ pub struct EchoGuard {
     reader: Arc<StateReader>,
     /// The next registry offset to read (`None`: from its start).
     next: Option<i64>,
-    known: HashMap<i64, Registration>,
+    /// Each registered id's origins.
+    known: HashMap<i64, Arc<[String]>>,
     /// Ids missing from the registry read after their batch was fetched.
     natives: HashSet<i64>,
 }
@@ -163,19 +165,19 @@ impl EchoGuard {
     pub async fn verdict(&mut self, flow: &Flow, batch: &Batch, reread: &mut bool) -> ConnectResult<Verdict> {
         let id = batch.producer_id();
         if id < 0 || self.natives.contains(&id) {
-            return Ok(Verdict::Copy);
+            return Ok(Verdict::Copy(None));
         }
         if !self.known.contains_key(&id) && !std::mem::replace(reread, true) {
             self.reread(flow).await?;
         }
-        let Some(registration) = self.known.get(&id) else {
+        let Some(origins) = self.known.get(&id) else {
             if self.natives.len() >= NATIVES_MAX {
                 self.natives.clear();
             }
             self.natives.insert(id);
-            return Ok(Verdict::Copy);
+            return Ok(Verdict::Copy(None));
         };
-        Ok(judge(registration, &self.target_id))
+        Ok(judge(origins, &self.target_id))
     }
 
     async fn reread(&mut self, flow: &Flow) -> ConnectResult<()> {
@@ -192,7 +194,8 @@ impl EchoGuard {
                 )
             };
             let id: i64 = std::str::from_utf8(&key).ok().and_then(|k| k.parse().ok()).ok_or_else(bad)?;
-            self.known.insert(id, serde_json::from_slice(&value).map_err(|_| bad())?);
+            let registration: Registration = serde_json::from_slice(&value).map_err(|_| bad())?;
+            self.known.insert(id, registration.origins.into());
         }
         self.next = next;
         Ok(())
@@ -201,6 +204,8 @@ impl EchoGuard {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::{judge, Registration, Verdict};
 
     fn by(origins: &[&str]) -> Registration {
@@ -208,14 +213,13 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_from_the_target_is_an_echo_and_one_relayed_from_a_third_cluster_is_named() {
+    fn a_batch_from_the_target_is_an_echo_and_one_relayed_from_a_third_cluster_is_passed_on() {
+        let origins = |o: &[&str]| -> Arc<[String]> { o.iter().map(|o| o.to_string()).collect() };
         // B→A reads what A→B wrote on B: its origins hold A.
-        assert_eq!(judge(&by(&["A"]), "A"), Verdict::Echo);
-        assert_eq!(judge(&by(&["C", "A"]), "A"), Verdict::Echo);
-        // B→C reads what A→B wrote on B: A's data, which a producer registered with B alone
-        // would pass on as B's.
-        assert_eq!(judge(&by(&["A"]), "C"), Verdict::Relayed(by(&["A"])));
-        assert_eq!(judge(&by(&[]), "C"), Verdict::Copy);
+        assert_eq!(judge(&origins(&["A"]), "A"), Verdict::Echo);
+        assert_eq!(judge(&origins(&["C", "A"]), "A"), Verdict::Echo);
+        // B→C reads what A→B wrote on B: A's data, which it passes on with a producer of their own.
+        assert_eq!(judge(&origins(&["A"]), "C"), Verdict::Copy(Some(origins(&["A"]))));
     }
 
     #[test]

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
-use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, SourceOffset};
+use strait_connect::{ConnectRecord, ConnectResult, Header, SourceOffset};
 
-use super::batches::Routed;
 use super::in_flight::InFlight;
+use super::lanes::Routed;
 use super::loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use super::mode::Mode;
 use super::producer_ids::Verdict;
@@ -104,9 +104,8 @@ impl RecordPath {
 
     /// A whole batch of [`Self::put`]: dropped when it came from the target (the loop guard of
     /// batches, [`super::producer_ids`]), else residency and renaming decided for its topic,
-    /// then queued in `routed` for [`write_batches`]. Errors: as [`Self::put`]; a batch whose
-    /// producer relays other clusters' data under the identity policy (a chain or ring of batch
-    /// flows) stops the flow naming it.
+    /// then queued in `routed` for [`write_batches`], with the clusters whose data it carried.
+    /// Errors: as [`Self::put`].
     async fn route_batch(
         &mut self,
         w: &mut Writer,
@@ -117,24 +116,17 @@ impl RecordPath {
         let ConnectRecord { value: Some(ReplicatedRecord::Batch(batch)), source_offset, .. } = record else {
             return Ok(());
         };
-        match w.target.batch_verdict(&w.flow, &batch, registry_read).await? {
-            Verdict::Copy => {}
+        let carried = match w.target.batch_verdict(&w.flow, &batch, registry_read).await? {
+            Verdict::Copy(carried) => carried,
             Verdict::Echo => {
                 self.loop_drops += batch.record_count() as u64;
                 w.ledger.stats.loop_guard_dropped.inc_by(batch.record_count() as u64);
                 return Ok(());
             }
-            Verdict::Relayed(by) => {
-                let SourceOffset { topic, partition, offset } = source_offset;
-                return Err(ConnectError::invalid(
-                    format!("flow {}: the batch of {topic} partition {partition} ending at offset {offset}", w.flow.name),
-                    format!("its producer id {} was registered by flow {} with the data of clusters {}: a chain or ring of batch flows under the identity policy is not guarded yet; copy = \"records\" guards it by header", batch.producer_id(), by.flow, by.origins.join(", ")),
-                ));
-            }
-        }
+        };
         let producer = w.target.records().producer();
         if let Some(target) = self.router.route(&source_offset.topic, source_offset.partition, producer).await? {
-            routed.push(Routed { source: source_offset, target: target.clone(), batch });
+            routed.push(Routed { source: source_offset, target: target.clone(), batch, carried });
         }
         Ok(())
     }

@@ -15,9 +15,10 @@ use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
 use strait_wire::Batch;
 
-use super::batches::{BatchWriter, Routed};
+use super::batches::BatchWriter;
 use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
+use super::lanes::Routed;
 use super::ledger::Ledger;
 use super::mm2_offsets::Mm2Offsets;
 use super::producer_ids::Verdict;
@@ -152,7 +153,7 @@ impl Target {
     pub async fn batch_verdict(&mut self, flow: &Flow, batch: &Batch, reread: &mut bool) -> ConnectResult<Verdict> {
         match self {
             Self::Batches { batches, .. } => batches.verdict(flow, batch, reread).await,
-            Self::Records(_) => Ok(Verdict::Copy),
+            Self::Records(_) => Ok(Verdict::Copy(None)),
         }
     }
 

@@ -7,9 +7,9 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::BaseRecord;
 use strait_connect::{ConnectError, ConnectResult};
 
-use super::batches::Routed;
 use super::errors::{produce_context, write_failure, Retry};
 use super::in_flight::InFlight;
+use super::lanes::Routed;
 use super::ledger::Ledger;
 use super::service::Failed;
 use super::target::{Target, Unwritten};

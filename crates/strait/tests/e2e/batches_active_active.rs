@@ -14,7 +14,7 @@ use crate::wire::fetch_all;
 
 /// The registry topic (`strait::sink::producer_ids::PRODUCER_IDS_TOPIC`).
 const REGISTRY: &str = "strait-producer-ids.internal";
-const PARTITIONS: i32 = 2;
+pub(crate) const PARTITIONS: i32 = 2;
 /// Rounds of records written on each side while the flows run.
 const ROUNDS: usize = 5;
 const PER_ROUND: usize = 200;
@@ -35,7 +35,7 @@ fn config(p: &str, a: &str, b: &str, topic: &str, delivery: &str, back_copy: &st
 }
 
 /// Values of every record of `topic` on `bootstrap`, with how often each occurs.
-fn values(bootstrap: &str, topic: &str) -> BTreeMap<Vec<u8>, usize> {
+pub(crate) fn values(bootstrap: &str, topic: &str) -> BTreeMap<Vec<u8>, usize> {
     let mut m = BTreeMap::new();
     for (_, r) in read_all(bootstrap, topic, false).into_values().flatten() {
         *m.entry(r.value.unwrap_or_default()).or_default() += 1;
@@ -43,19 +43,44 @@ fn values(bootstrap: &str, topic: &str) -> BTreeMap<Vec<u8>, usize> {
     m
 }
 
+/// Writes `rounds` rounds of `per_round` lz4 records (`from-<name>-<round>-<i>`, over two
+/// partitions) on each of `sides`, 0.7 s apart, while flows copy them.
+pub(crate) async fn write_rounds(sides: &[(&str, &str)], topic: &str, rounds: usize, per_round: usize) {
+    let lz4 = [("compression.type", "lz4"), ("linger.ms", "5"), ("batch.size", "4000")];
+    for round in 0..rounds {
+        for (side, name) in sides {
+            let recs: Vec<Rec> =
+                (0..per_round).map(|i| Rec::simple((i % 2) as i32, &format!("from-{name}-{round}-{i}"))).collect();
+            produce_with(side, topic, &recs, &lz4).await;
+        }
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+}
+
+/// Records of `topic` on `bootstrap`: read (`read_committed`), not offsets, as exactly-once
+/// leaves transaction markers.
+pub(crate) fn held(bootstrap: &str, topic: &str) -> i64 {
+    read_all(bootstrap, topic, false).values().map(|r| r.len() as i64).sum()
+}
+
+/// The producer ids registered on `bootstrap`, each with its flow and origins (cluster ids).
+pub(crate) fn registry(bootstrap: &str) -> Vec<(i64, String, Vec<String>)> {
+    let entries = read_all(bootstrap, REGISTRY, true).into_values().flatten();
+    (entries.map(|(_, r)| {
+        let v: serde_json::Value = serde_json::from_slice(r.value.as_deref().unwrap_or_default()).unwrap();
+        let origins = v["origins"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_string()).collect();
+        (String::from_utf8(r.key.unwrap()).unwrap().parse().unwrap(), v["flow"].as_str().unwrap().to_string(), origins)
+    }))
+    .collect()
+}
+
 /// The producer ids registered on `bootstrap` by flow `flow`.
 fn registered(bootstrap: &str, flow: &str) -> BTreeSet<i64> {
-    let registry = read_all(bootstrap, REGISTRY, true);
-    let by_flow = |r: &Rec| {
-        let v: serde_json::Value = serde_json::from_slice(r.value.as_deref().unwrap_or_default()).unwrap();
-        v["flow"] == flow
-    };
-    let ids = registry.into_values().flatten().filter(|(_, r)| by_flow(r));
-    ids.map(|(_, r)| String::from_utf8(r.key.unwrap()).unwrap().parse().unwrap()).collect()
+    registry(bootstrap).into_iter().filter(|(_, f, _)| f == flow).map(|(id, ..)| id).collect()
 }
 
 /// Each partition's committed data batches of `topic` on `bootstrap`, in log order.
-async fn batches(bootstrap: &str, topic: &str) -> BTreeMap<i32, Vec<Batch>> {
+pub(crate) async fn batches(bootstrap: &str, topic: &str) -> BTreeMap<i32, Vec<Batch>> {
     let mut cluster = Cluster::connect(bootstrap, ClientOptions::plaintext("aa-batches-test", Duration::from_secs(10)))
         .await
         .unwrap();
@@ -66,7 +91,7 @@ async fn batches(bootstrap: &str, topic: &str) -> BTreeMap<i32, Vec<Batch>> {
 
 /// A batch as the copy must keep it: its codec and timestamp attributes (the transactional bit
 /// aside), timestamps, record count and records' bytes (compressed).
-fn kept(b: &Batch) -> (i16, i64, i64, i32, Vec<u8>) {
+pub(crate) fn kept(b: &Batch) -> (i16, i64, i64, i32, Vec<u8>) {
     (b.attributes() & !(1 << 4), b.base_timestamp(), b.max_timestamp(), b.record_count(), b.bytes()[61..].to_vec())
 }
 
@@ -77,20 +102,10 @@ async fn identity_active_active_of_batches(delivery: &str, back_copy: &str) {
     create_topic(&a, &topic, PARTITIONS, &[]).await;
     create_topic(&b, &topic, PARTITIONS, &[]).await;
     let strait = Strait::start(&p, &config(&p, &a, &b, &topic, delivery, back_copy));
-    let lz4 = [("compression.type", "lz4"), ("linger.ms", "5"), ("batch.size", "4000")];
-    for round in 0..ROUNDS {
-        for (side, name) in [(&a, "a"), (&b, "b")] {
-            let recs: Vec<Rec> =
-                (0..PER_ROUND).map(|i| Rec::simple((i % 2) as i32, &format!("from-{name}-{round}-{i}"))).collect();
-            produce_with(side, &topic, &recs, &lz4).await;
-        }
-        tokio::time::sleep(Duration::from_millis(700)).await;
-    }
+    write_rounds(&[(&a, "a"), (&b, "b")], &topic, ROUNDS, PER_ROUND).await;
     let total = (2 * ROUNDS * PER_ROUND) as i64;
-    // Records read (`read_committed`), not offsets: exactly-once leaves transaction markers.
-    let held = |side: &str| read_all(side, &topic, false).values().map(|r| r.len() as i64).sum::<i64>();
     wait_until("both clusters hold both clusters' records", Duration::from_secs(90), || {
-        held(&a) >= total && held(&b) >= total
+        held(&a, &topic) >= total && held(&b, &topic) >= total
     })
     .await;
     // Several more fetch and commit rounds: an echo would show up as growth.

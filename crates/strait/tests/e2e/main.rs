@@ -9,6 +9,7 @@ mod alert_rules;
 mod batches;
 mod batches_active_active;
 mod batches_limits;
+mod batches_ring;
 mod checkpoints;
 mod crash;
 mod cutover;
