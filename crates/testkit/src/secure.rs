@@ -1,7 +1,8 @@
 //! Clusters whose client listener is SASL_SSL, for security tests: a CA and a broker certificate
 //! made with `openssl` at start, users with SCRAM-SHA-512 and SCRAM-SHA-256 credentials created by
-//! the storage tool when formatting and PLAIN passwords in the listener's JAAS config, and
-//! optionally Kafka's `StandardAuthorizer`, with ACLs added through Kafka's own `AclCommand`.
+//! the storage tool when formatting and PLAIN passwords in the listener's JAAS config,
+//! OAUTHBEARER validated by Kafka's default, unsecured validator (any user, by an unsigned JWT),
+//! and optionally Kafka's `StandardAuthorizer`, with ACLs added through Kafka's own `AclCommand`.
 
 use std::fs;
 use std::io;
@@ -27,10 +28,11 @@ impl Listener {
         let scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;";
         let plain_users: String = self.users.iter().map(|(u, p)| format!(" user_{u}=\"{p}\"")).collect();
         let mut p = format!(
-            "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN\n\
+            "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN,OAUTHBEARER\n\
              listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram}\n\
              listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config={scram}\n\
              listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};\n\
+             listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n\
              ssl.keystore.type=PEM\n\
              ssl.keystore.location={}\n",
             self.keystore.display()
@@ -144,6 +146,21 @@ pub fn start_secure_cluster(dir: &Path, users: &[(&str, &str)], authorizer: bool
 }
 
 impl SecureCluster {
+    /// librdkafka settings of a client of this cluster as `user`, by OAUTHBEARER with
+    /// librdkafka's unsecured JWT, which the broker's default validator takes.
+    pub fn oauthbearer_settings(&self, user: &str) -> Vec<(String, String)> {
+        [
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanisms", "OAUTHBEARER"),
+            ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+            ("sasl.oauthbearer.config", &format!("principal={user} lifeSeconds=600")),
+            ("ssl.ca.location", &self.ca.display().to_string()),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
     /// librdkafka settings of a client of this cluster as `user` with `password`, by SCRAM-SHA-512.
     pub fn client_settings(&self, user: &str, password: &str) -> Vec<(String, String)> {
         [

@@ -46,6 +46,7 @@ mod fetched;
 mod lanes;
 mod log_dirs;
 mod names;
+mod oauth;
 mod offsets;
 mod produce;
 pub mod reencode;

@@ -4,6 +4,7 @@
 //!
 //! TLS and SCRAM's primitives (PBKDF2, HMAC, SHA-2, nonces) are OpenSSL's, the library
 //! librdkafka uses for the same: the same CA files, certificates and keys load the same way.
+//! OAUTHBEARER's token is librdkafka's unsecured JWT ([`crate::oauth`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,6 +17,7 @@ use tokio::net::TcpStream;
 use tokio_openssl::SslStream;
 
 use crate::error::WireError;
+use crate::oauth::{UnsecuredJwt, OAUTHBEARER_KEYS};
 
 /// How connections are secured. The default is plaintext without authentication.
 #[derive(Clone, Default)]
@@ -32,12 +34,13 @@ pub(crate) struct Tls {
     pub(crate) verify_hostname: bool,
 }
 
-/// A SASL mechanism this client speaks (KIP-43 PLAIN, KIP-84 SCRAM).
+/// A SASL mechanism this client speaks (KIP-43 PLAIN, KIP-84 SCRAM, KIP-255 OAUTHBEARER).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -47,16 +50,28 @@ impl Mechanism {
             Self::Plain => "PLAIN",
             Self::ScramSha256 => "SCRAM-SHA-256",
             Self::ScramSha512 => "SCRAM-SHA-512",
+            Self::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
 
 /// SASL credentials.
 #[derive(Clone)]
-pub(crate) struct Sasl {
-    pub(crate) mechanism: Mechanism,
-    pub(crate) username: String,
-    pub(crate) password: String,
+pub(crate) enum Sasl {
+    /// PLAIN or SCRAM: a username and password.
+    Password { mechanism: Mechanism, username: String, password: String },
+    /// OAUTHBEARER: a token made for each connection.
+    Token(UnsecuredJwt),
+}
+
+impl Sasl {
+    /// The mechanism these credentials are for.
+    pub(crate) fn mechanism(&self) -> Mechanism {
+        match self {
+            Self::Password { mechanism, .. } => *mechanism,
+            Self::Token(_) => Mechanism::OAuthBearer,
+        }
+    }
 }
 
 /// A client setting this client cannot honour, named by its key.
@@ -76,21 +91,23 @@ const TLS_KEYS: &[&str] = &[
     "ssl.endpoint.identification.algorithm",
     "enable.ssl.certificate.verification",
 ];
-/// The `sasl.*` settings read; any other `sasl.*` key is refused when SASL is on.
+/// The `sasl.*` settings read (with [`OAUTHBEARER_KEYS`]); any other `sasl.*` key is refused when
+/// SASL is on.
 const SASL_KEYS: &[&str] = &["sasl.mechanisms", "sasl.mechanism", "sasl.username", "sasl.password"];
 
 impl Security {
     /// From librdkafka client settings (`[clusters.client]`): `security.protocol` (`plaintext`,
     /// `ssl`, `sasl_plaintext`, `sasl_ssl`; default plaintext); with SASL, `sasl.mechanisms` (or
-    /// `sasl.mechanism`) `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`, `sasl.username`,
-    /// `sasl.password`; with TLS, `ssl.ca.location` (a PEM file or a directory; default or
+    /// `sasl.mechanism`) `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512` with `sasl.username` and
+    /// `sasl.password`, or `OAUTHBEARER` with librdkafka's unsecured JWT
+    /// (`enable.sasl.oauthbearer.unsecure.jwt`, `sasl.oauthbearer.config`); with TLS, `ssl.ca.location` (a PEM file or a directory; default or
     /// `probe`: the system's), `ssl.certificate.location` + `ssl.key.location` (+
     /// `ssl.key.password`) for a client certificate, `ssl.endpoint.identification.algorithm`
     /// (`https` or `none`), `enable.ssl.certificate.verification`. Settings of the layer not in
     /// use are ignored, as librdkafka does; other keys are librdkafka's tuning and are not read.
     /// Errors: a [`SettingError`] naming the first key not honoured: an unknown protocol or
-    /// mechanism (GSSAPI, OAUTHBEARER: librdkafka's default mechanism is GSSAPI, so SASL needs
-    /// one set), another `ssl.*`/`sasl.*` key in use, a missing username or password, a file
+    /// mechanism (GSSAPI: librdkafka's default mechanism, so SASL needs one set), another
+    /// OAUTHBEARER token source (OIDC), another `ssl.*`/`sasl.*` key in use, a missing username or password, a file
     /// that does not load.
     pub fn from_client_settings(settings: &BTreeMap<String, String>) -> Result<Self, SettingError> {
         let refuse = |key: &str, reason: String| SettingError { key: key.to_string(), reason };
@@ -110,7 +127,7 @@ impl Security {
         for key in settings.keys() {
             let unread = |prefix: &str, known: &[&str]| key.starts_with(prefix) && !known.contains(&key.as_str());
             if (tls && (unread("ssl.", TLS_KEYS) || unread("enable.ssl.", TLS_KEYS)))
-                || (sasl && unread("sasl.", SASL_KEYS))
+                || (sasl && unread("sasl.", &[SASL_KEYS, OAUTHBEARER_KEYS].concat()))
             {
                 return Err(refuse(key, "not supported by the batch path's client".into()));
             }
@@ -122,16 +139,20 @@ impl Security {
                 Some("PLAIN") => Mechanism::Plain,
                 Some("SCRAM-SHA-256") => Mechanism::ScramSha256,
                 Some("SCRAM-SHA-512") => Mechanism::ScramSha512,
+                Some("OAUTHBEARER") => Mechanism::OAuthBearer,
                 other => {
                     let named = other.unwrap_or("GSSAPI (librdkafka's default)");
                     return Err(refuse(
                         key,
-                        format!("{named}: the batch path speaks PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"),
+                        format!("{named}: the batch path speaks PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER"),
                     ));
                 }
             };
             let get = |key: &str| settings.get(key).cloned().ok_or_else(|| refuse(key, "required with SASL".into()));
-            security.sasl = Some(Sasl { mechanism, username: get("sasl.username")?, password: get("sasl.password")? });
+            security.sasl = Some(match mechanism {
+                Mechanism::OAuthBearer => Sasl::Token(UnsecuredJwt::from_settings(settings)?),
+                _ => Sasl::Password { mechanism, username: get("sasl.username")?, password: get("sasl.password")? },
+            });
         }
         if tls {
             security.tls = Some(Arc::new(tls_of(settings)?));
@@ -146,7 +167,7 @@ impl Security {
 
     /// The SASL mechanism connections authenticate with, if any.
     pub fn mechanism(&self) -> Option<Mechanism> {
-        self.sasl.as_ref().map(|s| s.mechanism)
+        self.sasl.as_ref().map(Sasl::mechanism)
     }
 }
 
@@ -257,7 +278,7 @@ mod tests {
         assert_eq!(e.key, "sasl.mechanism");
         assert!(e.reason.contains("GSSAPI"), "{e}");
         let e = refused(&[("security.protocol", "sasl_ssl"), ("sasl.mechanisms", "OAUTHBEARER")]);
-        assert_eq!(e.key, "sasl.mechanisms");
+        assert_eq!(e.key, "enable.sasl.oauthbearer.unsecure.jwt", "OAUTHBEARER without librdkafka's unsecured JWT");
         let e =
             refused(&[("security.protocol", "sasl_plaintext"), ("sasl.mechanisms", "PLAIN"), ("sasl.username", "u")]);
         assert_eq!(e.key, "sasl.password");

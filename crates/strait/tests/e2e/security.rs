@@ -1,6 +1,6 @@
 //! Security through real brokers: two clusters with SASL_SSL listeners (certificates made at test
-//! time, SCRAM-SHA-512 users), the source under an authorizer that grants Strait's user only
-//! Read/Describe on topics and groups and DescribeConfigs on topics.
+//! time, SCRAM-SHA-512 users, OAUTHBEARER by unsecured JWT), the source under an authorizer that
+//! grants Strait's user only Read/Describe on topics and groups and DescribeConfigs on topics.
 
 use std::time::Duration;
 
@@ -98,6 +98,20 @@ async fn sasl_ssl_with_least_privilege_on_the_source() {
     assert!(strait.stop().success(), "{logs}");
     let why = r#"copy="records" why=copy = "auto" takes records: clusters[0].client."sasl.kerberos.service.name""#;
     assert!(logs.contains(why), "{why}: {logs}");
+
+    // OAUTHBEARER with librdkafka's unsecured JWT, as the user the source's ACLs name: `auto`
+    // copies batches, whose client makes the token for each connection.
+    produce(&a, &topic, &(150..200).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect::<Vec<_>>()).await;
+    let oauth = format!(
+        "{}{}",
+        cluster_toml_with(&src, &source, &source.oauthbearer_settings("strait")),
+        cluster_toml_with(&dst, &target, &target.oauthbearer_settings("strait"))
+    );
+    let strait = Strait::start(&format!("{p}-oauth"), &format!("{oauth}{}", flow("copy = \"auto\"")));
+    wait_until("replicated by OAUTHBEARER", Duration::from_secs(60), || count(&b, &remote) == Some(200)).await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    assert!(logs.contains(r#"copy="batches" why=copy = "auto""#), "auto took batches over OAUTHBEARER: {logs}");
 
     // A wrong password stops the flow at once, naming the cluster.
     let logs = refused(&format!("{p}-pw"), &format!("{}{}", clusters("wrong-password"), flow(""))).await;

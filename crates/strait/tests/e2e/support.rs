@@ -468,11 +468,20 @@ pub fn free_addr() -> String {
 
 /// A `[[clusters]]` entry for the secure `cluster` as user `strait` with `password`.
 pub fn secure_cluster_toml(alias: &str, cluster: &strait_testkit::secure::SecureCluster, password: &str) -> String {
+    cluster_toml_with(alias, cluster, &cluster.client_settings("strait", password))
+}
+
+/// A `[[clusters]]` entry for `cluster`'s SASL_SSL listener with the client `settings`.
+pub fn cluster_toml_with(
+    alias: &str,
+    cluster: &strait_testkit::secure::SecureCluster,
+    settings: &[(String, String)],
+) -> String {
     let mut toml = format!(
         "[[clusters]]\nalias = \"{alias}\"\nbootstrap_servers = \"{}\"\n[clusters.client]\n",
         cluster.cluster.bootstrap
     );
-    for (k, v) in cluster.client_settings("strait", password) {
+    for (k, v) in settings {
         toml.push_str(&format!("\"{k}\" = \"{v}\"\n"));
     }
     toml
