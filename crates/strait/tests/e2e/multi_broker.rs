@@ -24,6 +24,7 @@ use strait_testkit::multi::{self, Control};
 use crate::support::*;
 
 mod batches;
+mod leaderless;
 mod one_broker_down;
 mod stalls;
 mod start_while_down;

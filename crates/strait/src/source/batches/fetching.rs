@@ -1,7 +1,8 @@
 //! The fetch task of a slot's batch reading: fetches the assigned partitions from their
 //! leaders, each leader on its own (`strait_wire::Cluster::fetch`), into the shared queue while
 //! it has room; asks a partition's log start where it starts there; holds a partition whose
-//! fetch answered an error for a little while; logs a leader's outage once.
+//! fetch or log start answered an error, or that has no leader, for a little while; logs a
+//! leader's outage once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use strait_wire::{Cluster, FetchAt, FetchRound, OffsetSpec, ResponseError, WireError};
 use tokio::sync::Notify;
 
-use super::shared::{lock, Queued, Shared};
+use super::shared::{lock, Next, Queued, Shared};
 use crate::kafka::wire_error;
 use crate::metrics::metrics;
 use crate::retry::doubling;
@@ -128,14 +129,23 @@ impl Fetching {
         topics
     }
 
-    /// Asks the log start of `partitions` and reads each from there.
+    /// Asks the log start of `partitions` and reads each from there. A partition without a
+    /// leader after a metadata refresh (its topic deleted, or its leader not elected yet) or
+    /// whose leader answers an error is held alone, as a failed fetch holds it, and its topic
+    /// checked by the source's rules; the others go on. Errors: the refresh or the request failed.
     async fn list_starts(&mut self, partitions: &[(String, i32)]) -> Result<(), WireError> {
         let topics: Vec<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
         if partitions.iter().any(|(t, p)| self.cluster.leader(t, *p).is_none()) {
             self.cluster.refresh(&topics).await?;
         }
-        let listed = self.cluster.list_offsets(partitions, OffsetSpec::Earliest).await?;
+        let (led, leaderless): (Vec<_>, Vec<_>) =
+            partitions.iter().cloned().partition(|(t, p)| self.cluster.leader(t, *p).is_some());
+        let listed = self.cluster.list_offsets(&led, OffsetSpec::Earliest).await?;
         let mut shared = self.lock();
+        for (topic, partition) in leaderless {
+            tracing::debug!(flow = %self.flow, %topic, partition, "no leader of a source partition to ask its log start; asking again");
+            hold(&mut shared, (topic, partition));
+        }
         for l in listed {
             match l.offset {
                 Ok(start) => {
@@ -144,12 +154,15 @@ impl Fetching {
                     }
                 }
                 Err(error) => {
-                    return Err(WireError::Broker {
-                        context: format!("log start of {}/{}", l.topic, l.partition),
-                        error,
-                    })
+                    tracing::debug!(flow = %self.flow, topic = %l.topic, partition = l.partition, %error, "the log start of a source partition could not be had; asking again");
+                    hold(&mut shared, (l.topic, l.partition));
                 }
             }
+        }
+        let gone = shared.topic_gone;
+        drop(shared);
+        if gone {
+            self.arrived.notify_one();
         }
         Ok(())
     }
@@ -206,9 +219,7 @@ impl Fetching {
                 // partition waits a little before it is asked again.
                 Some(error) => {
                     tracing::debug!(flow = %self.flow, topic = %f.topic, partition = f.partition, %error, "fetch of a source partition failed; asking again");
-                    let (until, holds) =
-                        next.held.get_or_insert_with(|| (Instant::now(), doubling(RETRY_MIN, HOLD_MAX)));
-                    *until = Instant::now() + holds.next().unwrap_or(HOLD_MAX);
+                    hold_next(next);
                     if f.topic_gone() {
                         shared.topic_gone = true;
                     }
@@ -268,6 +279,21 @@ impl Fetching {
                 }
             }
         }
+    }
+}
+
+/// Holds `next` after an error: not asked again for a doubling while (0.1 s to 1 s).
+fn hold_next(next: &mut Next) {
+    let (until, holds) = next.held.get_or_insert_with(|| (Instant::now(), doubling(RETRY_MIN, HOLD_MAX)));
+    *until = Instant::now() + holds.next().unwrap_or(HOLD_MAX);
+}
+
+/// Holds the partition `key` ([`hold_next`]), and has the source's rules check its topic (it may
+/// be gone).
+fn hold(shared: &mut Shared, key: (String, i32)) {
+    if let Some(next) = shared.partitions.get_mut(&key) {
+        hold_next(next);
+        shared.topic_gone = true;
     }
 }
 
