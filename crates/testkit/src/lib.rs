@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 pub mod clients;
 pub mod jvm;
 pub mod multi;
+pub mod oidc;
 pub mod proxy;
 pub mod sample;
 pub mod secure;

@@ -146,33 +146,41 @@ pub fn start_secure_cluster(dir: &Path, users: &[(&str, &str)], authorizer: bool
 }
 
 impl SecureCluster {
+    /// librdkafka settings of a client of this cluster by OAUTHBEARER with tokens from the OIDC
+    /// `endpoint` (`sasl.oauthbearer.method = oidc`) for `client_id` with `client_secret`.
+    pub fn oidc_settings(&self, endpoint: &str, client_id: &str, client_secret: &str) -> Vec<(String, String)> {
+        owned(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanisms", "OAUTHBEARER"),
+            ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.token.endpoint.url", endpoint),
+            ("sasl.oauthbearer.client.id", client_id),
+            ("sasl.oauthbearer.client.secret", client_secret),
+            ("ssl.ca.location", &self.ca.display().to_string()),
+        ])
+    }
+
     /// librdkafka settings of a client of this cluster as `user`, by OAUTHBEARER with
     /// librdkafka's unsecured JWT, which the broker's default validator takes.
     pub fn oauthbearer_settings(&self, user: &str) -> Vec<(String, String)> {
-        [
+        owned(&[
             ("security.protocol", "SASL_SSL"),
             ("sasl.mechanisms", "OAUTHBEARER"),
             ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
             ("sasl.oauthbearer.config", &format!("principal={user} lifeSeconds=600")),
             ("ssl.ca.location", &self.ca.display().to_string()),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+        ])
     }
 
     /// librdkafka settings of a client of this cluster as `user` with `password`, by SCRAM-SHA-512.
     pub fn client_settings(&self, user: &str, password: &str) -> Vec<(String, String)> {
-        [
+        owned(&[
             ("security.protocol", "SASL_SSL"),
             ("sasl.mechanisms", "SCRAM-SHA-512"),
             ("sasl.username", user),
             ("sasl.password", password),
             ("ssl.ca.location", &self.ca.display().to_string()),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+        ])
     }
 
     /// Adds an ACL with Kafka's `AclCommand` (`--add` then `args`, e.g.
@@ -207,4 +215,9 @@ impl SecureCluster {
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
+}
+
+/// Settings as owned pairs.
+fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }

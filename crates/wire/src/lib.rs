@@ -48,6 +48,7 @@ mod log_dirs;
 mod names;
 mod oauth;
 mod offsets;
+mod oidc;
 mod produce;
 pub mod reencode;
 mod retry;

@@ -1,24 +1,91 @@
-//! SASL OAUTHBEARER (KIP-255) with librdkafka's unsecured JWT: the token librdkafka makes itself
-//! when `enable.sasl.oauthbearer.unsecure.jwt` is true, from `sasl.oauthbearer.config`, for
+//! SASL OAUTHBEARER (KIP-255) with the tokens librdkafka gets: with `sasl.oauthbearer.method =
+//! oidc`, from an OIDC provider ([`crate::oidc`]); else librdkafka's unsecured JWT, which it makes
+//! itself when `enable.sasl.oauthbearer.unsecure.jwt` is true, from `sasl.oauthbearer.config`, for
 //! brokers that validate with Kafka's `OAuthBearerUnsecuredValidatorCallbackHandler` (their
-//! default). A token is made for each connection, so none outlives its `lifeSeconds`. The client's
+//! default), made here for each connection so none outlives its `lifeSeconds`. The client's
 //! message is RFC 7628's: `n,,` `\x01auth=Bearer <token>` `\x01` then each SASL extension as
 //! `key=value\x01`, then `\x01`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use openssl::base64;
 
+use crate::oidc::Oidc;
 use crate::security::SettingError;
 
 /// The OAUTHBEARER settings read besides `sasl.mechanism(s)`.
-pub(crate) const OAUTHBEARER_KEYS: &[&str] = &["sasl.oauthbearer.config", "sasl.oauthbearer.method"];
+pub(crate) const OAUTHBEARER_KEYS: &[&str] = &[
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.extensions",
+];
+
+/// OAUTHBEARER credentials: where tokens come from, and the SASL extensions sent with them.
+#[derive(Clone)]
+pub(crate) struct OAuthBearer {
+    tokens: Tokens,
+    extensions: Vec<(String, String)>,
+}
+
+#[derive(Clone)]
+enum Tokens {
+    Unsecured(UnsecuredJwt),
+    Oidc(Arc<Oidc>),
+}
+
+impl OAuthBearer {
+    /// From librdkafka settings: `sasl.oauthbearer.method` `oidc` ([`Oidc::from_settings`],
+    /// extensions from `sasl.oauthbearer.extensions`, `name=value,…`), or unset or `default`
+    /// ([`UnsecuredJwt::from_settings`]). Errors: a [`SettingError`] naming the key.
+    pub(crate) fn from_settings(settings: &BTreeMap<String, String>) -> Result<Self, SettingError> {
+        let method = settings.get("sasl.oauthbearer.method").map(|m| m.to_ascii_lowercase());
+        match method.as_deref() {
+            None | Some("default") => {
+                let (jwt, extensions) = UnsecuredJwt::from_settings(settings)?;
+                Ok(Self { tokens: Tokens::Unsecured(jwt), extensions })
+            }
+            Some("oidc") => {
+                let key = "sasl.oauthbearer.extensions";
+                let listed = settings.get(key).map(String::as_str).unwrap_or_default().split(',');
+                let extensions = (listed.filter(|e| !e.is_empty()))
+                    .map(|e| e.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| SettingError { key: key.into(), reason: "not name=value,…".into() })?;
+                Ok(Self { tokens: Tokens::Oidc(Arc::new(Oidc::from_settings(settings)?)), extensions })
+            }
+            Some(other) => Err(SettingError {
+                key: "sasl.oauthbearer.method".into(),
+                reason: format!("{other:?} is not default or oidc"),
+            }),
+        }
+    }
+
+    /// The client's first and only message, with a token valid now. Errors: an OIDC token that
+    /// could not be had ([`Oidc::token`]).
+    pub(crate) async fn initial_response(&self) -> Result<Vec<u8>, String> {
+        let token = match &self.tokens {
+            Tokens::Unsecured(jwt) => jwt.token(SystemTime::now()),
+            Tokens::Oidc(oidc) => oidc.token().await?,
+        };
+        let mut message = format!("n,,\x01auth=Bearer {token}\x01");
+        for (name, value) in &self.extensions {
+            message.push_str(&format!("{name}={value}\x01"));
+        }
+        message.push('\x01');
+        Ok(message.into_bytes())
+    }
+}
 
 /// librdkafka's `enable.sasl.oauthbearer.unsecure.jwt`: the only token source this client has.
 const UNSECURED_KEY: &str = "enable.sasl.oauthbearer.unsecure.jwt";
 
-/// An unsecured JWT's claims and SASL extensions, as `sasl.oauthbearer.config` gives them.
+/// An unsecured JWT's claims, as `sasl.oauthbearer.config` gives them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct UnsecuredJwt {
     /// `principal`, in the claim `principalClaimName` (default `sub`).
@@ -27,24 +94,18 @@ pub(crate) struct UnsecuredJwt {
     scope: (String, Vec<String>),
     /// `lifeSeconds` (default 3600): `exp` is the token's making time plus it.
     life: Duration,
-    /// `extension_<name>=<value>`, sent as SASL extensions.
-    extensions: Vec<(String, String)>,
 }
 
 impl UnsecuredJwt {
-    /// From librdkafka settings: `enable.sasl.oauthbearer.unsecure.jwt` must be true, and
-    /// `sasl.oauthbearer.method` unset or `default`. Errors: a [`SettingError`] naming the key:
-    /// another token source (OIDC, or a refresh callback, which Strait's config cannot set),
-    /// a `sasl.oauthbearer.config` entry that is not `name=value`, unknown, or without
-    /// `principal`, a `lifeSeconds` that is not a number of seconds.
-    pub(crate) fn from_settings(settings: &BTreeMap<String, String>) -> Result<Self, SettingError> {
+    /// From librdkafka settings, with its `extension_<name>=<value>` entries as SASL extensions:
+    /// `enable.sasl.oauthbearer.unsecure.jwt` must be true. Errors: a [`SettingError`] naming
+    /// the key: no token source (librdkafka's other is a refresh callback, which Strait's config
+    /// cannot set), a `sasl.oauthbearer.config` entry that is not `name=value`, unknown, or
+    /// without `principal`, a `lifeSeconds` that is not a number of seconds.
+    fn from_settings(settings: &BTreeMap<String, String>) -> Result<(Self, Vec<(String, String)>), SettingError> {
         let refuse = |key: &str, reason: &str| SettingError { key: key.to_string(), reason: reason.to_string() };
-        if let Some(method) = settings.get("sasl.oauthbearer.method").filter(|m| !m.eq_ignore_ascii_case("default")) {
-            let reason = format!("{method}: the batch path makes librdkafka's unsecured JWT only; copy = \"records\" takes what librdkafka does");
-            return Err(refuse("sasl.oauthbearer.method", &reason));
-        }
         if !settings.get(UNSECURED_KEY).is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-            return Err(refuse(UNSECURED_KEY, "the batch path's OAUTHBEARER token is librdkafka's unsecured JWT, which needs this set to true; copy = \"records\" takes what librdkafka does"));
+            return Err(refuse(UNSECURED_KEY, "OAUTHBEARER tokens come from sasl.oauthbearer.method = \"oidc\" or from librdkafka's unsecured JWT, which needs this set to true"));
         }
         let key = "sasl.oauthbearer.config";
         let (mut principal, mut scope) = ((String::from("sub"), None), (String::from("scope"), Vec::new()));
@@ -70,7 +131,7 @@ impl UnsecuredJwt {
             }
         }
         let principal = (principal.0, principal.1.ok_or_else(|| refuse(key, "principal=<name> is required"))?);
-        Ok(Self { principal, scope, life, extensions })
+        Ok((Self { principal, scope, life }, extensions))
     }
 
     /// The JWT, made at `now`: `base64url(header).base64url(claims).` (no signature).
@@ -85,16 +146,6 @@ impl UnsecuredJwt {
         }
         let part = |json: &serde_json::Value| base64url(json.to_string().as_bytes());
         format!("{}.{}.", part(&serde_json::json!({"alg": "none"})), part(&claims.into()))
-    }
-
-    /// The client's first and only message, with a token made at `now`.
-    pub(crate) fn initial_response(&self, now: SystemTime) -> Vec<u8> {
-        let mut message = format!("n,,\x01auth=Bearer {}\x01", self.token(now));
-        for (name, value) in &self.extensions {
-            message.push_str(&format!("{name}={value}\x01"));
-        }
-        message.push('\x01');
-        message.into_bytes()
     }
 }
 
@@ -121,11 +172,10 @@ mod tests {
     #[test]
     fn the_unsecured_token_carries_librdkafkas_claims_and_extensions() {
         let config = "principal=alice scope=read,write lifeSeconds=60 extension_traceId=x1";
-        let jwt =
-            UnsecuredJwt::from_settings(&settings(&[(UNSECURED_KEY, "true"), ("sasl.oauthbearer.config", config)]))
+        let bearer =
+            OAuthBearer::from_settings(&settings(&[(UNSECURED_KEY, "true"), ("sasl.oauthbearer.config", config)]))
                 .unwrap();
-        let now = UNIX_EPOCH + Duration::from_secs(1_000);
-        let message = String::from_utf8(jwt.initial_response(now)).unwrap();
+        let message = String::from_utf8(futures::executor::block_on(bearer.initial_response()).unwrap()).unwrap();
         let token = message.strip_prefix("n,,\x01auth=Bearer ").unwrap().split('\x01').next().unwrap();
         assert!(message.ends_with("\x01traceId=x1\x01\x01"), "{message:?}");
         let parts: Vec<&str> = token.split('.').collect();
@@ -140,10 +190,10 @@ mod tests {
 
     #[test]
     fn other_token_sources_and_bad_entries_are_refused_by_key() {
-        let key = |pairs: &[(&str, &str)]| UnsecuredJwt::from_settings(&settings(pairs)).unwrap_err().key;
+        let key = |pairs: &[(&str, &str)]| OAuthBearer::from_settings(&settings(pairs)).err().unwrap().key;
         assert_eq!(key(&[("sasl.oauthbearer.config", "principal=a")]), UNSECURED_KEY);
-        let oidc = [(UNSECURED_KEY, "true"), ("sasl.oauthbearer.method", "oidc")];
-        assert_eq!(key(&oidc), "sasl.oauthbearer.method");
+        assert_eq!(key(&[("sasl.oauthbearer.method", "oidc")]), "sasl.oauthbearer.token.endpoint.url");
+        assert_eq!(key(&[("sasl.oauthbearer.method", "aws")]), "sasl.oauthbearer.method");
         for config in ["scope=x", "principal", "principal=a lifeSeconds=soon", "principal=a audience=b"] {
             assert_eq!(key(&[(UNSECURED_KEY, "true"), ("sasl.oauthbearer.config", config)]), "sasl.oauthbearer.config");
         }

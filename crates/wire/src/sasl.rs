@@ -46,8 +46,8 @@ pub(crate) async fn authenticate(conn: &impl SaslConnection, sasl: &Sasl) -> Res
         Ok(answer.auth_bytes)
     };
     let (mechanism, username, password) = match sasl {
-        Sasl::Token(jwt) => {
-            let answer = exchange(jwt.initial_response(std::time::SystemTime::now())).await?;
+        Sasl::Token(bearer) => {
+            let answer = exchange(bearer.initial_response().await.map_err(refused)?).await?;
             if answer.is_empty() {
                 return Ok(());
             }

@@ -4,7 +4,7 @@
 //!
 //! TLS and SCRAM's primitives (PBKDF2, HMAC, SHA-2, nonces) are OpenSSL's, the library
 //! librdkafka uses for the same: the same CA files, certificates and keys load the same way.
-//! OAUTHBEARER's token is librdkafka's unsecured JWT ([`crate::oauth`]).
+//! OAUTHBEARER's tokens come as librdkafka gets them ([`crate::oauth`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio_openssl::SslStream;
 
 use crate::error::WireError;
-use crate::oauth::{UnsecuredJwt, OAUTHBEARER_KEYS};
+use crate::oauth::{OAuthBearer, OAUTHBEARER_KEYS};
 
 /// How connections are secured. The default is plaintext without authentication.
 #[derive(Clone, Default)]
@@ -60,8 +60,8 @@ impl Mechanism {
 pub(crate) enum Sasl {
     /// PLAIN or SCRAM: a username and password.
     Password { mechanism: Mechanism, username: String, password: String },
-    /// OAUTHBEARER: a token made for each connection.
-    Token(UnsecuredJwt),
+    /// OAUTHBEARER: a token for each connection.
+    Token(OAuthBearer),
 }
 
 impl Sasl {
@@ -99,15 +99,15 @@ impl Security {
     /// From librdkafka client settings (`[clusters.client]`): `security.protocol` (`plaintext`,
     /// `ssl`, `sasl_plaintext`, `sasl_ssl`; default plaintext); with SASL, `sasl.mechanisms` (or
     /// `sasl.mechanism`) `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512` with `sasl.username` and
-    /// `sasl.password`, or `OAUTHBEARER` with librdkafka's unsecured JWT
-    /// (`enable.sasl.oauthbearer.unsecure.jwt`, `sasl.oauthbearer.config`); with TLS, `ssl.ca.location` (a PEM file or a directory; default or
+    /// `sasl.password`, or `OAUTHBEARER` with tokens from OIDC or librdkafka's unsecured JWT
+    /// (as librdkafka's settings ask); with TLS, `ssl.ca.location` (a PEM file or a directory; default or
     /// `probe`: the system's), `ssl.certificate.location` + `ssl.key.location` (+
     /// `ssl.key.password`) for a client certificate, `ssl.endpoint.identification.algorithm`
     /// (`https` or `none`), `enable.ssl.certificate.verification`. Settings of the layer not in
     /// use are ignored, as librdkafka does; other keys are librdkafka's tuning and are not read.
     /// Errors: a [`SettingError`] naming the first key not honoured: an unknown protocol or
-    /// mechanism (GSSAPI: librdkafka's default mechanism, so SASL needs one set), another
-    /// OAUTHBEARER token source (OIDC), another `ssl.*`/`sasl.*` key in use, a missing username or password, a file
+    /// mechanism (GSSAPI: librdkafka's default mechanism, so SASL needs one set), OAUTHBEARER
+    /// without a token source, another `ssl.*`/`sasl.*` key in use, a missing username or password, a file
     /// that does not load.
     pub fn from_client_settings(settings: &BTreeMap<String, String>) -> Result<Self, SettingError> {
         let refuse = |key: &str, reason: String| SettingError { key: key.to_string(), reason };
@@ -150,7 +150,7 @@ impl Security {
             };
             let get = |key: &str| settings.get(key).cloned().ok_or_else(|| refuse(key, "required with SASL".into()));
             security.sasl = Some(match mechanism {
-                Mechanism::OAuthBearer => Sasl::Token(UnsecuredJwt::from_settings(settings)?),
+                Mechanism::OAuthBearer => Sasl::Token(OAuthBearer::from_settings(settings)?),
                 _ => Sasl::Password { mechanism, username: get("sasl.username")?, password: get("sasl.password")? },
             });
         }

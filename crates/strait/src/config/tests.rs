@@ -25,9 +25,10 @@ fn secrets_never_show_in_debug_output() {
         assert!(!shown.contains(secret), "{secret} shown: {shown}");
     }
     assert!(shown.contains("strait") && shown.contains("[redacted]"), "{shown}");
-    // This build has no OAuth support, so librdkafka rejects the setting, quoting its value.
-    let rejected = Config::parse(&toml("\"sasl.oauthbearer.client.secret\" = \"0auth-s3cret\"\n")).unwrap_err();
-    assert!(rejected.field == "clusters[1].client" && !rejected.to_string().contains("0auth-s3cret"), "{rejected}");
+    // An OIDC client secret (librdkafka is built with OIDC support, `rdkafka`'s `curl`).
+    let oidc = Config::parse(&toml("\"sasl.oauthbearer.client.secret\" = \"0auth-s3cret\"\n")).unwrap();
+    let shown = format!("{oidc:?}");
+    assert!(!shown.contains("0auth-s3cret") && shown.contains("[redacted]"), "{shown}");
 }
 
 const TWO_CLUSTERS: &str = "[[clusters]]\nalias = \"a\"\nbootstrap_servers = \"h:1\"\n[[clusters]]\nalias = \"b\"\nbootstrap_servers = \"h:2\"\n[[flows]]\nsource = \"a\"\ntarget = \"b\"\n";

@@ -4,12 +4,14 @@
 
 use std::time::Duration;
 
-use strait_testkit::secure::start_secure_cluster;
+use strait_testkit::oidc::TokenEndpoint;
+use strait_testkit::secure::{start_secure_cluster, SecureCluster};
 
 use crate::support::*;
 
 const SOURCE_PASSWORD: &str = "src-pw-4b1d";
 const TARGET_PASSWORD: &str = "dst-pw-9c2e";
+const OIDC_SECRET: &str = "oidc-secret-7f3a";
 
 /// Runs a config that must stop the flow by itself, denied (exit code 3); returns its log.
 async fn refused(name: &str, config: &str) -> String {
@@ -112,6 +114,26 @@ async fn sasl_ssl_with_least_privilege_on_the_source() {
     let logs = strait.logs();
     assert!(strait.stop().success(), "{logs}");
     assert!(logs.contains(r#"copy="batches" why=copy = "auto""#), "auto took batches over OAUTHBEARER: {logs}");
+
+    // OAUTHBEARER with tokens from an OIDC provider (the client credentials grant), for
+    // librdkafka's clients and the batch path's alike: `auto` copies batches, the secret never
+    // in the log.
+    produce(&a, &topic, &(200..250).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect::<Vec<_>>()).await;
+    let endpoint = TokenEndpoint::start("strait-client", OIDC_SECRET, "strait").unwrap();
+    let oidc = |cluster: &SecureCluster| cluster.oidc_settings(&endpoint.url, "strait-client", OIDC_SECRET);
+    let oidc = format!(
+        "{}{}",
+        cluster_toml_with(&src, &source, &oidc(&source)),
+        cluster_toml_with(&dst, &target, &oidc(&target))
+    );
+    let strait = Strait::start(&format!("{p}-oidc"), &format!("{oidc}{}", flow("copy = \"auto\"")));
+    wait_until("replicated by OAUTHBEARER from OIDC", Duration::from_secs(60), || count(&b, &remote) == Some(250))
+        .await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    assert!(logs.contains(r#"copy="batches" why=copy = "auto""#), "auto took batches over OIDC: {logs}");
+    assert!(endpoint.issued() >= 2, "each client got its tokens from the endpoint: {}", endpoint.issued());
+    assert!(!logs.contains(OIDC_SECRET), "the client secret is in the log");
 
     // A wrong password stops the flow at once, naming the cluster.
     let logs = refused(&format!("{p}-pw"), &format!("{}{}", clusters("wrong-password"), flow(""))).await;
