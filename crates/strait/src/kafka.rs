@@ -210,7 +210,9 @@ where
 pub fn wire_error(context: String, e: strait_wire::WireError) -> ConnectError {
     use strait_wire::WireError;
     match e {
-        WireError::Authentication { .. } | WireError::Tls { .. } => ConnectError::denied(context, e),
+        WireError::Authentication { .. }
+        | WireError::Tls { .. }
+        | WireError::TokenEndpoint { retriable: false, .. } => ConnectError::denied(context, e),
         e if e.is_retriable() => ConnectError::retriable(context, e),
         e => ConnectError::backend(context, e),
     }

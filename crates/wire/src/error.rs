@@ -16,6 +16,10 @@ pub enum WireError {
         #[source]
         source: std::io::Error,
     },
+    /// An OAUTHBEARER token could not be had from the OIDC token endpoint at `url`: retriable
+    /// when it did not answer, or answered 5xx or 429.
+    #[error("OAUTHBEARER token endpoint {url}: {message}")]
+    TokenEndpoint { url: String, message: String, retriable: bool },
     /// No answer within the request timeout.
     #[error("broker {addr}: no answer to {api} within {} ms", .timeout.as_millis())]
     Timeout { addr: String, api: &'static str, timeout: Duration },
@@ -72,6 +76,7 @@ impl WireError {
         match self {
             Self::Io { .. } | Self::Timeout { .. } | Self::NoLeader { .. } | Self::NoBroker => true,
             Self::Broker { error, .. } => error.is_retriable(),
+            Self::TokenEndpoint { retriable, .. } => *retriable,
             Self::Protocol { .. }
             | Self::Unsupported { .. }
             | Self::Tls { .. }

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use openssl::base64;
 
+use crate::error::WireError;
 use crate::oidc::Oidc;
 use crate::security::SettingError;
 
@@ -68,7 +69,7 @@ impl OAuthBearer {
 
     /// The client's first and only message, with a token valid now. Errors: an OIDC token that
     /// could not be had ([`Oidc::token`]).
-    pub(crate) async fn initial_response(&self) -> Result<Vec<u8>, String> {
+    pub(crate) async fn initial_response(&self) -> Result<Vec<u8>, WireError> {
         let token = match &self.tokens {
             Tokens::Unsecured(jwt) => jwt.token(SystemTime::now()),
             Tokens::Oidc(oidc) => oidc.token().await?,

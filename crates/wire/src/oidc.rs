@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use openssl::base64;
 use tokio::sync::Mutex;
 
+use crate::error::WireError;
 use crate::security::SettingError;
 
 /// How long the token endpoint is given to answer.
@@ -50,17 +51,20 @@ impl Oidc {
         })
     }
 
-    /// A token valid now: the one held, or a new one from the endpoint. Errors: the endpoint
-    /// cannot be reached, refuses the client, or answers without a JWT `access_token` that has
-    /// an `exp`; the reason, with the endpoint's address.
-    pub(crate) async fn token(&self) -> Result<String, String> {
+    /// A token valid now: the one held, or a new one from the endpoint. Errors
+    /// ([`WireError::TokenEndpoint`]): retriable when the endpoint cannot be reached, does not
+    /// answer in time, or answers 5xx or 429 (as librdkafka retries its refresh); not when it
+    /// refuses the client (another 4xx) or answers without a JWT `access_token` that has an `exp`.
+    pub(crate) async fn token(&self) -> Result<String, WireError> {
         let mut held = self.token.lock().await;
         if let Some((token, refresh_at)) = &*held {
             if SystemTime::now() < *refresh_at {
                 return Ok(token.clone());
             }
         }
-        let failed = |e: String| format!("token endpoint {}: {e}", self.endpoint);
+        let failed = |retriable: bool| {
+            move |message: String| WireError::TokenEndpoint { url: self.endpoint.clone(), message, retriable }
+        };
         let mut form = vec![("grant_type", "client_credentials")];
         if let Some(scope) = &self.scope {
             form.push(("scope", scope));
@@ -71,15 +75,17 @@ impl Oidc {
             .form(&form)
             .send()
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(true)(e.to_string()))?;
         let status = answer.status();
-        let body = answer.bytes().await.map_err(|e| failed(e.to_string()))?;
+        let body = answer.bytes().await.map_err(|e| failed(true)(e.to_string()))?;
         if !status.is_success() {
-            return Err(failed(format!("{status}: {}", String::from_utf8_lossy(&body))));
+            let retriable = status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS;
+            return Err(failed(retriable)(format!("{status}: {}", String::from_utf8_lossy(&body))));
         }
-        let json: serde_json::Value = serde_json::from_slice(&body).map_err(|e| failed(e.to_string()))?;
-        let token = json["access_token"].as_str().ok_or_else(|| failed("no access_token in its answer".into()))?;
-        let refresh_at = refresh_time(token, SystemTime::now()).map_err(failed)?;
+        let json: serde_json::Value = serde_json::from_slice(&body).map_err(|e| failed(false)(e.to_string()))?;
+        let token =
+            json["access_token"].as_str().ok_or_else(|| failed(false)("no access_token in its answer".into()))?;
+        let refresh_at = refresh_time(token, SystemTime::now()).map_err(failed(false))?;
         *held = Some((token.to_string(), refresh_at));
         Ok(token.to_string())
     }
@@ -94,7 +100,9 @@ fn refresh_time(token: &str, now: SystemTime) -> Result<SystemTime, String> {
     b64.push_str(&"=".repeat((4 - b64.len() % 4) % 4));
     let claims: serde_json::Value =
         serde_json::from_slice(&base64::decode_block(&b64).map_err(|_| not_jwt())?).map_err(|_| not_jwt())?;
-    let exp = UNIX_EPOCH + Duration::from_secs_f64(claims["exp"].as_f64().ok_or_else(not_jwt)?.max(0.0));
+    // Clamped to what a time can hold: a JWT's `exp` is any JSON number.
+    let exp = claims["exp"].as_f64().ok_or_else(not_jwt)?.clamp(0.0, f64::from(u32::MAX));
+    let exp = UNIX_EPOCH + Duration::from_secs_f64(exp);
     let life = exp.duration_since(now).unwrap_or_default();
     Ok(now + life.mul_f64(0.8))
 }
@@ -110,5 +118,21 @@ mod tests {
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
         assert_eq!(refresh_time(&token, now).unwrap(), UNIX_EPOCH + Duration::from_secs(1_080));
         assert!(refresh_time("opaque", now).is_err(), "not a JWT");
+        let far = format!("e30.{}.", base64::encode_block(br#"{"exp":1e300}"#).trim_end_matches('='));
+        assert!(refresh_time(&far, now).is_ok(), "an exp past any time is held, not a panic");
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_that_does_not_answer_is_asked_again_later() {
+        let settings: BTreeMap<String, String> = [
+            ("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"),
+            ("sasl.oauthbearer.client.id", "c"),
+            ("sasl.oauthbearer.client.secret", "s"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let e = Oidc::from_settings(&settings).unwrap().token().await.unwrap_err();
+        assert!(e.is_retriable(), "{e}");
     }
 }

@@ -47,7 +47,7 @@ pub(crate) async fn authenticate(conn: &impl SaslConnection, sasl: &Sasl) -> Res
     };
     let (mechanism, username, password) = match sasl {
         Sasl::Token(bearer) => {
-            let answer = exchange(bearer.initial_response().await.map_err(refused)?).await?;
+            let answer = exchange(bearer.initial_response().await?).await?;
             if answer.is_empty() {
                 return Ok(());
             }

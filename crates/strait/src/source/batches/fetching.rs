@@ -141,6 +141,12 @@ impl Fetching {
         let (led, leaderless): (Vec<_>, Vec<_>) =
             partitions.iter().cloned().partition(|(t, p)| self.cluster.leader(t, *p).is_some());
         let listed = self.cluster.list_offsets(&led, OffsetSpec::Earliest).await?;
+        // A leader that answers an error may have moved: the next ask goes to the one named now.
+        let mut moved: Vec<String> = listed.iter().filter(|l| l.offset.is_err()).map(|l| l.topic.clone()).collect();
+        moved.dedup();
+        if !moved.is_empty() {
+            self.cluster.refresh(&moved.iter().map(String::as_str).collect::<Vec<_>>()).await.ok();
+        }
         let mut shared = self.lock();
         for (topic, partition) in leaderless {
             tracing::debug!(flow = %self.flow, %topic, partition, "no leader of a source partition to ask its log start; asking again");
