@@ -13,6 +13,9 @@ use crate::config::ClusterConfig;
 /// Longest a state-topic read may go without progress before it fails.
 const READ_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a state-topic read goes without progress before it says why it waits.
+const STALL_WARNING: Duration = Duration::from_secs(5);
+
 /// A keyed record of a state topic: its offset, key and value bytes.
 pub type RawRecord = (i64, Vec<u8>, Vec<u8>);
 
@@ -105,6 +108,24 @@ impl StateReader {
         Ok(records.into_iter().filter_map(|((o, k, v), ts)| Some(((o, k, v?), ts))).collect())
     }
 
+    /// Says why a read stands at `position` below `high`: the `read_committed` client's end is
+    /// the last stable offset, which an open transaction holds back.
+    fn warn_stalled(&self, topic: &str, partition: i32, position: i64, high: i64) {
+        match self.consumer.fetch_watermarks(topic, partition, METADATA_TIMEOUT) {
+            Ok((_, stable)) if stable <= position => tracing::warn!(
+                topic,
+                partition,
+                position,
+                stable,
+                end = high,
+                "a state topic read waits on an open transaction: another exactly-once flow writing to it \
+                 stopped mid-transaction (killed?); the read goes on once that flow's restart ends it, or \
+                 the target aborts it at its transaction timeout"
+            ),
+            _ => tracing::warn!(topic, partition, position, end = high, "a state topic read makes no progress"),
+        }
+    }
+
     fn read(&self, topic: &str, partition: i32, next: Option<i64>) -> Result<Read, KafkaError> {
         let marks = self.watermarks.fetch_watermarks(topic, partition, METADATA_TIMEOUT)?;
         self.read_within(topic, partition, next, marks)
@@ -130,7 +151,7 @@ impl StateReader {
             }
         };
         let mut out = Vec::new();
-        let mut progress = Instant::now();
+        let (mut progress, mut warned) = (Instant::now(), false);
         while position < high {
             match consumer.poll(Duration::from_millis(200)) {
                 Some(Ok(m)) => {
@@ -151,6 +172,10 @@ impl StateReader {
                             position = p;
                             progress = Instant::now();
                         }
+                    }
+                    if position < high && !warned && progress.elapsed() > STALL_WARNING {
+                        warned = true;
+                        self.warn_stalled(topic, partition, position, high);
                     }
                     if position < high && progress.elapsed() > READ_STALL_TIMEOUT {
                         return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OperationTimedOut));

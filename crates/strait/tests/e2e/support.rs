@@ -160,8 +160,24 @@ impl Strait {
     }
 }
 
+/// A test's end stops its instances as an operator would (SIGTERM, up to 10 s, then SIGKILL):
+/// a SIGKILL would leave an exactly-once flow's transaction open on the shared target, holding
+/// every other test's `read_committed` reads of its state topics for up to a transaction timeout.
 impl Drop for Strait {
     fn drop(&mut self) {
+        // Signalled only while not reaped: a reaped pid may belong to another process by now.
+        if let Ok(None) = self.child.try_wait() {
+            let pid = self.child.id() as i32;
+            // A paused instance (SIGSTOP) must run again to take the SIGTERM.
+            unsafe {
+                libc::kill(pid, libc::SIGCONT);
+                libc::kill(pid, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
