@@ -22,6 +22,7 @@ use self::backoff::{with_backoff, BACKOFF_MAX, BACKOFF_MIN};
 use self::once_per_flow::{once_per_flow_failure, start_once_per_flow, stop_once_per_flow};
 use crate::config::{CopyKind, Delivery, Flow};
 use crate::metrics::metrics;
+use crate::sink::copy_marks::Marker;
 use crate::sink::{
     record_producers, shared_record_producer, target_codec, RecordProducers, SinkParams, TargetReady, TargetSink,
 };
@@ -59,13 +60,20 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
             }
         };
         let consumers = source_consumers(&flow, consumer.clone());
-        tokio::try_join!(records, consumers, SlotGroup::join(&flow), TargetSink::prepare(&flow))
+        let (records, consumers, group, ready) =
+            tokio::try_join!(records, consumers, SlotGroup::join(&flow), TargetSink::prepare(&flow))?;
+        let marker = Marker::start(&flow, ready.cluster_ids()).await?;
+        Ok((records, consumers, group, ready, marker))
     };
-    let Some(((records, codec), consumers, (group, mut events), ready)) =
+    let Some(((records, codec), consumers, (group, mut events), ready, marker)) =
         with_backoff(&flow, "flow", &cancel, start).await?
     else {
         return Ok(());
     };
+    let marking = marker.map(|m| {
+        let stop = CancellationToken::new();
+        (stop.clone(), tokio::spawn(m.run(stop)))
+    });
     // From here on the flow's `compression` is the codec its producers use (`auto` resolved).
     let flow = Arc::new(flow.with_compression(codec));
     let clients = Clients { consumers, records, ready: Arc::new(Mutex::new(Some(ready))) };
@@ -77,6 +85,10 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     // Closed first: the group's revocations at leave need no answer.
     drop(events);
     group.leave().await;
+    if let Some((stop, marking)) = marking {
+        stop.cancel();
+        let _ = marking.await;
+    }
     up(false);
     if result.is_ok() {
         tracing::info!(flow = %flow.name, "flow stopped after a final drain");

@@ -64,6 +64,13 @@ impl NameFilter {
     pub fn excludes(&self, name: &str) -> bool {
         self.exclude.iter().any(|r| r.is_match(name))
     }
+
+    /// The include and exclude regexes as anchored patterns, which [`NameFilter::new`] takes
+    /// back unchanged in meaning.
+    pub fn patterns(&self) -> (Vec<String>, Vec<String>) {
+        let strings = |rs: &[Regex]| rs.iter().map(|r| r.as_str().to_string()).collect();
+        (strings(&self.include), strings(&self.exclude))
+    }
 }
 
 /// Regexes matched against whole names, read from a TOML list of strings: each is compiled as it

@@ -99,6 +99,19 @@ impl Batch {
 pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
 impl Batch {
+    /// The value of header `key` on this batch's first record, when it has one: the batch is
+    /// opened (decompressed) to read it, so call it rarely (once per producer id, say).
+    /// Errors: [`BatchError::Malformed`] when the records do not decode.
+    pub fn first_header(&self, key: &str) -> Result<Option<Bytes>, BatchError> {
+        let malformed = |what: String| BatchError::Malformed { base_offset: self.base_offset(), what };
+        let set =
+            RecordBatchDecoder::decode(&mut self.bytes().clone()).map_err(|e| malformed(format!("records: {e}")))?;
+        Ok(set
+            .records
+            .first()
+            .and_then(|r| r.headers.iter().find(|(k, _)| k.as_str() == key).and_then(|(_, v)| v.clone())))
+    }
+
     /// A new uncompressed batch of `records` (key, value), every one stamped `timestamp_ms`
     /// (CreateTime), without headers, for [`Batch::for_producer`]: how Strait's own small
     /// records (offset syncs, positions) join a transaction of forwarded batches. Errors:
@@ -168,6 +181,15 @@ mod tests {
             buf[17..21].copy_from_slice(&crc.to_be_bytes());
         }
         Batch::new(buf.freeze()).unwrap()
+    }
+
+    #[test]
+    fn the_first_record_s_header_is_read_through_the_codec() {
+        for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
+            let b = batch(codec, TimestampType::Creation);
+            assert_eq!(b.first_header("h").unwrap(), Some(Bytes::from_static(b"x")), "{codec:?}");
+            assert_eq!(b.first_header("strait.provenance").unwrap(), None, "{codec:?}");
+        }
     }
 
     #[test]

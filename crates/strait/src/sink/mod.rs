@@ -19,6 +19,7 @@
 mod acks;
 mod at_least_once;
 mod batches;
+pub mod copy_marks;
 mod cuts;
 mod errors;
 mod exactly_once;
@@ -44,7 +45,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Sink, SourceOffset};
-use strait_mm2::OffsetSync;
+use strait_mm2::{OffsetSync, ReplicationPolicy};
 
 use crate::admin::Admin;
 use crate::config::{ClusterConfig, CopyKind, Flow};
@@ -83,6 +84,13 @@ pub struct TargetReady {
     target_id: String,
     source_id: String,
     mm2_partitions: Option<u32>,
+}
+
+impl TargetReady {
+    /// The Kafka cluster ids of the flow's (source, target).
+    pub fn cluster_ids(&self) -> (&str, &str) {
+        (&self.source_id, &self.target_id)
+    }
 }
 
 /// The [`Sink`] of a flow: writes [`ReplicatedRecord`]s, offset syncs (MM2's
@@ -136,9 +144,12 @@ impl TargetSink {
             async move { admin?.create_state_topic(&topic, rf).await.map_err(|e| connect_error(&what, e)) }
         };
         let producer_ids = async {
-            match flow.copy.kind {
-                CopyKind::Batches => state_topic(&flow.target, PRODUCER_IDS_TOPIC).await,
-                CopyKind::Records => Ok(()),
+            // Identity flows of both kinds leave their copy-kind mark there (`copy_marks`).
+            match (flow.copy.kind, &flow.policy) {
+                (CopyKind::Batches, _) | (_, ReplicationPolicy::Identity { .. }) => {
+                    state_topic(&flow.target, PRODUCER_IDS_TOPIC).await
+                }
+                (CopyKind::Records, ReplicationPolicy::Default { .. }) => Ok(()),
             }
         };
         let (target_id, source_id, (), (), (), mm2_partitions) = tokio::try_join!(

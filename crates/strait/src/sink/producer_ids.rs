@@ -16,6 +16,9 @@
 //! registers before its next batch. So an id, once known, means the same forever: both answers
 //! are cached.
 //!
+//! A record flow's producer ids are not registered (librdkafka does not give them): an unknown
+//! id whose first batch carries the provenance header is a record flow's, judged as its source's.
+//!
 //! A chain or ring of batch flows (A→B→C→A) passes batches on: B→C writes the batches A→B
 //! wrote on B with a producer of their own, registered with origins A and B, and its source's
 //! own batches with another, registered with B alone (`super::lanes`), so C→A drops the first
@@ -29,6 +32,7 @@ use strait_connect::{ConnectError, ConnectResult};
 use strait_wire::{Batch, Outgoing, Producer};
 
 use super::batches::now_ms;
+use super::loop_guard::PROVENANCE_HEADER;
 use crate::config::Flow;
 use crate::kafka::{blocking, wire_error, StateReader};
 use strait_mm2::ReplicationPolicy;
@@ -36,6 +40,9 @@ use strait_mm2::ReplicationPolicy;
 /// The registry of Strait's batch producers on each cluster: compacted, one partition, keyed by
 /// producer id (decimal), valued by a [`Registration`] as JSON.
 pub const PRODUCER_IDS_TOPIC: &str = "strait-producer-ids.internal";
+
+/// Keys of the registry that are copy-kind marks (`super::copy_marks`), not producer ids.
+pub const FLOW_MARK_PREFIX: &str = "flow:";
 
 /// Natives remembered at most; past it they are forgotten (and asked again), as applications
 /// that start a producer per task would otherwise grow the set without end.
@@ -135,6 +142,17 @@ fn judge(origins: &Arc<[String]>, target_id: &str) -> Verdict {
     }
 }
 
+/// The source cluster id of an unregistered producer that is a record flow's: its records carry
+/// the provenance header, whose last cluster id is that flow's source, which all its records
+/// come from. `None` for an application's producer. Its first batch tells, so it is opened once
+/// per producer id. Errors: the batch's records do not decode.
+fn record_flow_source(flow: &Flow, batch: &Batch) -> ConnectResult<Option<String>> {
+    let header = batch.first_header(PROVENANCE_HEADER).map_err(|e| {
+        ConnectError::backend(format!("flow {}: open the batch at offset {}", flow.name, batch.base_offset()), e)
+    })?;
+    Ok(header.and_then(|h| String::from_utf8_lossy(&h).rsplit(',').next().map(str::to_string)))
+}
+
 /// A batch flow's view of its source's registry.
 pub struct EchoGuard {
     target_id: String,
@@ -171,6 +189,13 @@ impl EchoGuard {
             self.reread(flow).await?;
         }
         let Some(origins) = self.known.get(&id) else {
+            // A record flow's producer from the target writes nothing but echoes; one from
+            // elsewhere is taken as the source's own, as before its header was read: its records
+            // keep their header for record flows further on.
+            if record_flow_source(flow, batch)?.is_some_and(|s| s == self.target_id) {
+                self.known.insert(id, vec![self.target_id.clone()].into());
+                return Ok(Verdict::Echo);
+            }
             if self.natives.len() >= NATIVES_MAX {
                 self.natives.clear();
             }
@@ -186,7 +211,8 @@ impl EchoGuard {
         let (records, next) = read
             .await
             .map_err(|e| ConnectError::offset(format!("read {PRODUCER_IDS_TOPIC} on {}", flow.source.alias), e))?;
-        for (offset, key, value) in records {
+        for (offset, key, value) in records.into_iter().filter(|(_, k, _)| !k.starts_with(FLOW_MARK_PREFIX.as_bytes()))
+        {
             let bad = || {
                 ConnectError::offset(
                     format!("{PRODUCER_IDS_TOPIC} on {} offset {offset}", flow.source.alias),

@@ -116,7 +116,14 @@ impl RecordPath {
         let ConnectRecord { value: Some(ReplicatedRecord::Batch(batch)), source_offset, .. } = record else {
             return Ok(());
         };
-        let carried = match w.target.batch_verdict(&w.flow, &batch, registry_read).await? {
+        // Heartbeats topics take their source's alias under every policy (MM2's rule), so names
+        // stop their cycles: the registry is not asked, and an exactly-once flow copies them
+        // whatever flows passed them on.
+        let verdict = match w.flow.policy.is_heartbeats_topic(&source_offset.topic) {
+            true => Verdict::Copy(None),
+            false => w.target.batch_verdict(&w.flow, &batch, registry_read).await?,
+        };
+        let carried = match verdict {
             Verdict::Copy(carried) => carried,
             Verdict::Echo => {
                 self.loop_drops += batch.record_count() as u64;

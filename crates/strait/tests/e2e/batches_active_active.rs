@@ -65,7 +65,9 @@ pub(crate) fn held(bootstrap: &str, topic: &str) -> i64 {
 
 /// The producer ids registered on `bootstrap`, each with its flow and origins (cluster ids).
 pub(crate) fn registry(bootstrap: &str) -> Vec<(i64, String, Vec<String>)> {
+    // Copy-kind marks (`flow:` keys) are not producer ids.
     let entries = read_all(bootstrap, REGISTRY, true).into_values().flatten();
+    let entries = entries.filter(|(_, r)| !r.key.as_deref().unwrap_or_default().starts_with(b"flow:"));
     (entries.map(|(_, r)| {
         let v: serde_json::Value = serde_json::from_slice(r.value.as_deref().unwrap_or_default()).unwrap();
         let origins = v["origins"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_string()).collect();

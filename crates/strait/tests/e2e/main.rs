@@ -11,6 +11,7 @@ mod batches_active_active;
 mod batches_limits;
 mod batches_ring;
 mod checkpoints;
+mod copy_marks;
 mod crash;
 mod cutover;
 mod deleted_topic_lag;
