@@ -4,11 +4,14 @@
 //! record flow's producer (librdkafka, which does not give its id) never makes. So on a cycle of
 //! flows (A→B→A, or a ring A→B→C→A) where one copies records and another batches, records
 //! written by one kind come round through the other and are copied again.
+//!
+//! Also here: an exactly-once batch flow cannot pass on the batches another batch flow brought
+//! from a third cluster (a chain or ring), as one transaction holds one producer's batches.
 
 use std::collections::BTreeSet;
 
 use super::kinds::{CopyChoice, CopyKind, CopySetting};
-use super::{ConfigError, Flow};
+use super::{ConfigError, Delivery, Flow};
 use crate::rules::err;
 
 /// Which cluster aliases the flows lead from and to, through any number of flows (each alias
@@ -54,9 +57,22 @@ fn guarded_apart(reach: &Reach, f: &Flow, g: &Flow) -> bool {
     (identity(f) || identity(g)) && reach.one_cycle(f, g)
 }
 
+/// A batch flow bringing batches into the source of `f`, an exactly-once batch flow under the
+/// identity policy, from a cluster other than `f`'s target: `f` would pass them on with a
+/// producer of their own (`crate::sink::lanes`), outside its transaction, and so stops at the
+/// first. (Batches from `f`'s target are echoes, dropped.)
+fn relayed_into<'a>(flows: &'a [Flow], f: &Flow) -> Option<&'a Flow> {
+    if !identity(f) || f.copy.kind != CopyKind::Batches || !matches!(f.delivery(), Delivery::ExactlyOnce { .. }) {
+        return None;
+    }
+    let brings = |g: &&Flow| g.copy.kind == CopyKind::Batches && g.target.alias == f.source.alias;
+    flows.iter().filter(brings).find(|g| g.source.alias != f.target.alias)
+}
+
 /// `copy = "auto"` flows that took batches take records when a flow on one cycle with them
-/// copies records under the identity policy ([`check_copy_kinds`]), until none changes (a flow
-/// switched may switch others on its cycles).
+/// copies records under the identity policy ([`check_copy_kinds`]), or when they deliver
+/// exactly once and another batch flow brings a third cluster's batches into their source
+/// ([`relayed_into`]), until none changes (a flow switched may switch others on its cycles).
 pub(super) fn settle_auto(flows: &mut [Flow]) {
     let reach = Reach::of(flows);
     loop {
@@ -65,13 +81,35 @@ pub(super) fn settle_auto(flows: &mut [Flow]) {
             if (f.writing.copy, f.copy.kind) != (CopySetting::Auto, CopyKind::Batches) {
                 return None;
             }
-            let g = flows.iter().find(|g| g.copy.kind == CopyKind::Records && guarded_apart(&reach, f, g))?;
-            Some((i, g.name.clone()))
+            if let Some(g) = flows.iter().find(|g| g.copy.kind == CopyKind::Records && guarded_apart(&reach, f, g)) {
+                return Some((
+                    i,
+                    format!("flow {} copies records on a cycle with it under the identity policy", g.name),
+                ));
+            }
+            let g = relayed_into(flows, f)?;
+            Some((i, format!("exactly-once, and flow {} brings batches of a third cluster into its source", g.name)))
         });
-        let Some((i, by)) = switch else { return };
-        let reason = format!("flow {by} copies records on a cycle with it under the identity policy");
+        let Some((i, reason)) = switch else { return };
         flows[i].copy = CopyChoice::records_unless(Some(reason));
     }
+}
+
+/// Refuses an exactly-once batch flow under the identity policy that another batch flow brings
+/// a third cluster's batches to ([`relayed_into`]), naming its `delivery`.
+pub(super) fn check_exactly_once_relays(flows: &[Flow]) -> Result<(), ConfigError> {
+    for (i, f) in flows.iter().enumerate() {
+        if let Some(g) = relayed_into(flows, f) {
+            return Err(err(
+                format!("flows[{i}].delivery"),
+                format!(
+                    "flow {} copies batches exactly once under the identity policy, and flow {} brings batches of {} into its source, which it would pass on with a producer of their own, outside its transaction; set delivery = \"at_least_once\" or copy = \"records\" on it",
+                    f.name, g.name, g.source.alias
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a flow copying records and one copying batches on one cycle, either under the

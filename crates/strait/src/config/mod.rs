@@ -263,6 +263,7 @@ impl Config {
         }
         cycles::settle_auto(&mut flows);
         cycles::check_copy_kinds(&flows)?;
+        cycles::check_exactly_once_relays(&flows)?;
         Ok((flows, MetricsSettings { listen, per_partition: metrics.per_partition }))
     }
 }

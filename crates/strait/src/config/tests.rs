@@ -156,6 +156,26 @@ fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
     // b->c's auto took records (c->a copies records), which a->b's batches clash with.
     assert_eq!(e.field, "flows[1].copy", "{e}");
     Config::parse(&ring(["batches", "auto", "auto"])).expect("a ring of batch flows");
+    // Exactly once, a ring's flows would pass on batches outside their transactions: auto takes
+    // records, batches are refused naming `delivery`. The flow off the ring (C→D, at least once
+    // here) may pass them on; exactly once, it is refused while B→C brings B's batches into C.
+    let eos = |copies, off: &str| {
+        let c = ring(copies).replace("copy = ", "delivery = \"exactly_once\"\ncopy = ");
+        let last = c.rfind("delivery").unwrap();
+        format!("{}{off}", &c[..last])
+    };
+    let flows = Config::parse(&eos(["auto", "auto", "auto"], "copy = \"batches\"\n")).unwrap();
+    assert!(flows[..3].iter().all(|f| f.copy.kind == CopyKind::Records), "auto on an exactly-once ring");
+    assert!(flows[0].copy.why.contains("exactly-once, and flow c->a brings batches"), "{}", flows[0].copy.why);
+    let e = Config::parse(&eos(["batches"; 3], "copy = \"batches\"\n")).expect_err("an exactly-once ring");
+    assert_eq!(e.field, "flows[0].delivery", "{e}");
+    assert!(e.to_string().contains("flow c->a brings batches of c into its source"), "{e}");
+    let off = "delivery = \"exactly_once\"\ncopy = \"batches\"\n";
+    Config::parse(&eos(["records"; 3], off)).expect("C→D, exactly once, fed by record flows only");
+    let mut ring_of_batches = ring(["batches"; 3]);
+    ring_of_batches.insert_str(ring_of_batches.rfind("copy = ").unwrap(), "delivery = \"exactly_once\"\n");
+    let e = Config::parse(&ring_of_batches).expect_err("C→D exactly once, B→C bringing batches");
+    assert_eq!(e.field, "flows[3].delivery", "{e}");
     for (extra, field) in [
         ("copy = \"bytes\"", "flows[0].copy"),
         ("copy = \"batches\"\ncompression = \"lz4\"", "flows[0].compression"),
