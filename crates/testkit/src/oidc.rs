@@ -4,13 +4,15 @@
 //! tokens it gave.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
+use openssl::ssl::{SslAcceptor, SslFiletype, SslMethod};
 
 /// A running token endpoint (its thread lives as long as the test process).
 pub struct TokenEndpoint {
@@ -21,16 +23,26 @@ pub struct TokenEndpoint {
 
 impl TokenEndpoint {
     /// Starts an endpoint for the client `client_id` with `client_secret`, whose tokens name
-    /// `principal` (claim `sub`) and live 600 s. Errors: no port to listen on.
-    pub fn start(client_id: &str, client_secret: &str, principal: &str) -> io::Result<Self> {
+    /// `principal` (claim `sub`) and live 600 s; over HTTPS with the key and certificate of
+    /// `keystore` (a PEM file holding both, as [`crate::secure::SecureCluster`]'s brokers use)
+    /// when given. Errors: no port to listen on, or a keystore that does not load.
+    pub fn start(client_id: &str, client_secret: &str, principal: &str, keystore: Option<&Path>) -> io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
-        let url = format!("http://{}/token", listener.local_addr()?);
+        let tls = keystore.map(acceptor).transpose()?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}/token", listener.local_addr()?);
         let issued = Arc::new(AtomicUsize::new(0));
         let basic = format!("basic {}", STANDARD.encode(format!("{client_id}:{client_secret}")));
         let (counter, principal) = (issued.clone(), principal.to_string());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let _ = answer(stream, &basic, &principal, &counter);
+                let _ = match &tls {
+                    Some(tls) => tls
+                        .accept(stream)
+                        .map_err(io::Error::other)
+                        .and_then(|s| answer(s, &basic, &principal, &counter)),
+                    None => answer(stream, &basic, &principal, &counter),
+                };
             }
         });
         Ok(Self { url, issued })
@@ -42,10 +54,18 @@ impl TokenEndpoint {
     }
 }
 
+/// A TLS acceptor with the key and certificate of `keystore` (one PEM file).
+fn acceptor(keystore: &Path) -> io::Result<SslAcceptor> {
+    let mut builder = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls()).map_err(io::Error::other)?;
+    builder.set_private_key_file(keystore, SslFiletype::PEM).map_err(io::Error::other)?;
+    builder.set_certificate_chain_file(keystore).map_err(io::Error::other)?;
+    Ok(builder.build())
+}
+
 /// Reads one request and answers it: a token when its `Authorization` is `basic` and its body
 /// asks for the client credentials grant, else 401.
-fn answer(stream: TcpStream, basic: &str, principal: &str, issued: &AtomicUsize) -> io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
+fn answer(stream: impl Read + Write, basic: &str, principal: &str, issued: &AtomicUsize) -> io::Result<()> {
+    let mut reader = BufReader::new(stream);
     let (mut authorized, mut length) = (false, 0);
     loop {
         let mut line = String::new();
@@ -72,9 +92,8 @@ fn answer(stream: TcpStream, basic: &str, principal: &str, issued: &AtomicUsize)
     } else {
         ("401 Unauthorized", r#"{"error":"invalid_client"}"#.to_string())
     };
-    let mut stream = stream;
     write!(
-        stream,
+        reader.get_mut(),
         "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
         json.len()
     )

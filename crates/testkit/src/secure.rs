@@ -147,9 +147,15 @@ pub fn start_secure_cluster(dir: &Path, users: &[(&str, &str)], authorizer: bool
 
 impl SecureCluster {
     /// librdkafka settings of a client of this cluster by OAUTHBEARER with tokens from the OIDC
-    /// `endpoint` (`sasl.oauthbearer.method = oidc`) for `client_id` with `client_secret`.
-    pub fn oidc_settings(&self, endpoint: &str, client_id: &str, client_secret: &str) -> Vec<(String, String)> {
-        owned(&[
+    /// `endpoint` (`sasl.oauthbearer.method = oidc`) for `client_id` with `client_secret`; an
+    /// `https` endpoint's certificate checked against `endpoint_ca` (`https.ca.location`).
+    pub fn oidc_settings(
+        &self,
+        endpoint: &str,
+        (client_id, client_secret): (&str, &str),
+        endpoint_ca: Option<&Path>,
+    ) -> Vec<(String, String)> {
+        let mut settings = owned(&[
             ("security.protocol", "SASL_SSL"),
             ("sasl.mechanisms", "OAUTHBEARER"),
             ("sasl.oauthbearer.method", "oidc"),
@@ -157,7 +163,17 @@ impl SecureCluster {
             ("sasl.oauthbearer.client.id", client_id),
             ("sasl.oauthbearer.client.secret", client_secret),
             ("ssl.ca.location", &self.ca.display().to_string()),
-        ])
+        ]);
+        if let Some(ca) = endpoint_ca {
+            settings.push(("https.ca.location".into(), ca.display().to_string()));
+        }
+        settings
+    }
+
+    /// The brokers' key and certificate for 127.0.0.1 (one PEM file), signed by [`Self::ca`]:
+    /// for a test server clients should trust as they trust the brokers.
+    pub fn keystore(&self) -> PathBuf {
+        self.ca.with_file_name("keystore.pem")
     }
 
     /// librdkafka settings of a client of this cluster as `user`, by OAUTHBEARER with

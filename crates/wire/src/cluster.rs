@@ -39,7 +39,7 @@ pub struct Cluster {
     options: ClientOptions,
     /// Connections kept to each broker ([`crate::Connections`], decided at connect).
     per_broker: usize,
-    /// Whether the first answers took [`crate::FAR_ROUND_TRIP`] or more (another region).
+    /// Whether the first answers took 15 ms or more (another region, [`crate::is_far`]).
     far: bool,
     /// Broker id → `host:port`.
     brokers: HashMap<i32, String>,
@@ -71,11 +71,11 @@ impl Cluster {
         };
         let round_trip = cluster.refresh(&[]).await?;
         cluster.per_broker = cluster.options.connections.per_broker(round_trip);
-        cluster.far = round_trip >= crate::FAR_ROUND_TRIP;
+        cluster.far = crate::is_far(round_trip);
         Ok(cluster)
     }
 
-    /// Whether the cluster's quickest answer at connect took [`crate::FAR_ROUND_TRIP`] (15 ms)
+    /// Whether the cluster's quickest answer at connect took 15 ms ([`crate::is_far`])
     /// or more: it is in another region, and a request carries more per round trip.
     pub fn is_far(&self) -> bool {
         self.far

@@ -17,9 +17,14 @@ pub enum Connections {
     PerBroker(u16),
 }
 
-/// The round trip from which [`Connections::Auto`] takes a cluster for far: nearby (one region)
-/// answers take a few ms at most.
-pub const FAR_ROUND_TRIP: Duration = Duration::from_millis(15);
+/// The round trip from which a cluster is far: nearby (one region) answers take a few ms at most.
+const FAR_ROUND_TRIP: Duration = Duration::from_millis(15);
+
+/// Whether a cluster whose quickest answer took `round_trip` is far (another region: 15 ms or
+/// more), which [`Connections::Auto`], the wire client's tuning and `compression = "auto"` ask.
+pub fn is_far(round_trip: Duration) -> bool {
+    round_trip >= FAR_ROUND_TRIP
+}
 /// Connections per broker [`Connections::Auto`] keeps to a far cluster (MM2 users run 4 tasks
 /// across a WAN for the same reason).
 pub const FAR_CONNECTIONS: u16 = 4;
@@ -29,7 +34,7 @@ impl Connections {
     pub fn per_broker(self, round_trip: Duration) -> usize {
         match self {
             Connections::PerBroker(n) => usize::from(n.max(1)),
-            Connections::Auto if round_trip >= FAR_ROUND_TRIP => usize::from(FAR_CONNECTIONS),
+            Connections::Auto if is_far(round_trip) => usize::from(FAR_CONNECTIONS),
             Connections::Auto => 1,
         }
     }

@@ -62,7 +62,7 @@ mod transactional;
 pub use batch::Batch;
 pub use cluster::{Cluster, Leader};
 pub use conn::{Answer, ClientOptions, Connection};
-pub use connections::{connection_of, Connections, FAR_CONNECTIONS, FAR_ROUND_TRIP};
+pub use connections::{connection_of, is_far, Connections, FAR_CONNECTIONS};
 pub use error::WireError;
 pub use fetch::FetchRound;
 pub use fetched::{Aborted, Diverging, FetchAt, Fetched};

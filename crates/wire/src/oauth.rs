@@ -41,7 +41,7 @@ enum Tokens {
 }
 
 impl OAuthBearer {
-    /// From librdkafka settings: `sasl.oauthbearer.method` `oidc` ([`Oidc::from_settings`],
+    /// From librdkafka settings: `sasl.oauthbearer.method` `oidc` ([`Oidc::shared`],
     /// extensions from `sasl.oauthbearer.extensions`, `name=value,…`), or unset or `default`
     /// ([`UnsecuredJwt::from_settings`]). Errors: a [`SettingError`] naming the key.
     pub(crate) fn from_settings(settings: &BTreeMap<String, String>) -> Result<Self, SettingError> {
@@ -58,7 +58,7 @@ impl OAuthBearer {
                     .map(|e| e.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| SettingError { key: key.into(), reason: "not name=value,…".into() })?;
-                Ok(Self { tokens: Tokens::Oidc(Arc::new(Oidc::from_settings(settings)?)), extensions })
+                Ok(Self { tokens: Tokens::Oidc(Oidc::shared(settings)?), extensions })
             }
             Some(other) => Err(SettingError {
                 key: "sasl.oauthbearer.method".into(),

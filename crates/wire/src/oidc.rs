@@ -3,9 +3,13 @@
 //! `sasl.oauthbearer.token.endpoint.url` with `grant_type=client_credentials` (and `scope`, from
 //! `sasl.oauthbearer.scope`), authenticated by HTTP Basic with `sasl.oauthbearer.client.id` and
 //! `sasl.oauthbearer.client.secret`; the answer's `access_token`, a JWT, is used until 80 % of its
-//! life (its `exp`) has passed, then fetched again, as librdkafka refreshes it.
+//! life (its `exp`) has passed, then fetched again, as librdkafka refreshes it. An `https`
+//! endpoint's certificate must chain to the system's CAs or to `https.ca.location` /
+//! `https.ca.pem`, librdkafka's keys for it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use openssl::base64;
@@ -28,7 +32,57 @@ pub(crate) struct Oidc {
     token: Mutex<Option<(String, SystemTime)>>,
 }
 
+/// The CA certificates the token endpoint's certificate may chain to besides the system's, as
+/// librdkafka reads them: `https.ca.location` (a PEM file, a directory of them, or `probe`: the
+/// system's only) or `https.ca.pem` (PEM text), not both. Errors: a [`SettingError`] naming the
+/// key whose certificates do not load.
+fn https_ca(settings: &BTreeMap<String, String>) -> Result<Vec<reqwest::Certificate>, SettingError> {
+    let refuse = |key: &str, reason: String| SettingError { key: key.to_string(), reason };
+    let bundle =
+        |key: &str, pem: &[u8]| reqwest::Certificate::from_pem_bundle(pem).map_err(|e| refuse(key, e.to_string()));
+    let read =
+        |path: &Path| std::fs::read(path).map_err(|e| refuse("https.ca.location", format!("{}: {e}", path.display())));
+    match (settings.get("https.ca.location").map(String::as_str), settings.get("https.ca.pem")) {
+        (Some(_), Some(_)) => Err(refuse("https.ca.pem", "mutually exclusive with https.ca.location".into())),
+        (None | Some("probe"), None) => Ok(Vec::new()),
+        (None, Some(pem)) => bundle("https.ca.pem", pem.as_bytes()),
+        (Some(dir), None) if Path::new(dir).is_dir() => {
+            let entries = std::fs::read_dir(dir).map_err(|e| refuse("https.ca.location", format!("{dir}: {e}")))?;
+            let mut all = Vec::new();
+            for entry in entries.flatten().filter(|e| e.path().is_file()) {
+                all.extend(bundle("https.ca.location", &read(&entry.path())?)?);
+            }
+            Ok(all)
+        }
+        (Some(file), None) => bundle("https.ca.location", &read(Path::new(file))?),
+    }
+}
+
+/// The clients built from the same settings, alive: every connection of every client of a
+/// cluster config (fetcher, producers, registrar) shares one token, as a librdkafka client does.
+type Shared = std::sync::Mutex<HashMap<Vec<(String, String)>, Weak<Oidc>>>;
+
+static SHARED: OnceLock<Shared> = OnceLock::new();
+
 impl Oidc {
+    /// The client of these settings ([`Oidc::from_settings`]): the one a live client of the same
+    /// token settings (`sasl.oauthbearer.*`, `https.*`) holds, or a new one. Errors: as
+    /// [`Oidc::from_settings`].
+    pub(crate) fn shared(settings: &BTreeMap<String, String>) -> Result<Arc<Self>, SettingError> {
+        let key: Vec<(String, String)> = (settings.iter())
+            .filter(|(k, _)| k.starts_with("sasl.oauthbearer.") || k.starts_with("https."))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut shared = SHARED.get_or_init(Shared::default).lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(oidc) = shared.get(&key).and_then(Weak::upgrade) {
+            return Ok(oidc);
+        }
+        shared.retain(|_, held| held.strong_count() > 0);
+        let oidc = Arc::new(Self::from_settings(settings)?);
+        shared.insert(key, Arc::downgrade(&oidc));
+        Ok(oidc)
+    }
+
     /// From librdkafka settings (module doc). Errors: a [`SettingError`] naming a missing
     /// client id, secret or endpoint, or an HTTP client that cannot be made.
     pub(crate) fn from_settings(settings: &BTreeMap<String, String>) -> Result<Self, SettingError> {
@@ -37,8 +91,11 @@ impl Oidc {
                 || SettingError { key: key.to_string(), reason: "required with sasl.oauthbearer.method = oidc".into() };
             settings.get(key).cloned().ok_or_else(required)
         };
-        let http = reqwest::Client::builder()
-            .timeout(ENDPOINT_TIMEOUT)
+        let mut http = reqwest::Client::builder().timeout(ENDPOINT_TIMEOUT);
+        for ca in https_ca(settings)? {
+            http = http.add_root_certificate(ca);
+        }
+        let http = http
             .build()
             .map_err(|e| SettingError { key: "sasl.oauthbearer.token.endpoint.url".into(), reason: e.to_string() })?;
         Ok(Self {
@@ -134,5 +191,37 @@ mod tests {
         .collect();
         let e = Oidc::from_settings(&settings).unwrap().token().await.unwrap_err();
         assert!(e.is_retriable(), "{e}");
+    }
+
+    #[test]
+    fn clients_of_the_same_token_settings_share_one_token() {
+        let settings = |secret: &str| -> BTreeMap<String, String> {
+            [
+                ("sasl.oauthbearer.token.endpoint.url", "http://127.0.0.1:1/token"),
+                ("sasl.oauthbearer.client.id", "shared"),
+                ("sasl.oauthbearer.client.secret", secret),
+                ("bootstrap.servers", "b:9092"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        };
+        let first = Oidc::shared(&settings("s1")).unwrap();
+        let mut other_cluster = settings("s1");
+        other_cluster.insert("bootstrap.servers".into(), "c:9092".into());
+        assert!(Arc::ptr_eq(&first, &Oidc::shared(&other_cluster).unwrap()), "same token settings");
+        assert!(!Arc::ptr_eq(&first, &Oidc::shared(&settings("s2")).unwrap()), "another secret");
+    }
+
+    #[test]
+    fn the_endpoint_s_ca_is_read_as_librdkafka_reads_it() {
+        let ca = |pairs: &[(&str, &str)]| {
+            https_ca(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()).map(|c| c.len())
+        };
+        assert_eq!(ca(&[]).unwrap(), 0, "the system's CAs only");
+        assert_eq!(ca(&[("https.ca.location", "probe")]).unwrap(), 0);
+        assert_eq!(ca(&[("https.ca.location", "/no/such/ca.pem")]).unwrap_err().key, "https.ca.location");
+        let both = ca(&[("https.ca.location", "/ca.pem"), ("https.ca.pem", "x")]).unwrap_err();
+        assert_eq!(both.key, "https.ca.pem");
     }
 }

@@ -13,7 +13,7 @@ use openssl::pkey::PKey;
 use openssl::sign::Signer;
 
 use crate::error::WireError;
-use crate::security::{Mechanism, Sasl};
+use crate::security::{PasswordMechanism, Sasl};
 
 /// What the exchange needs of a new connection (`crate::conn::Connection` is one): its broker's
 /// address, and to call a request at the highest version both sides speak up to `cap`.
@@ -59,13 +59,12 @@ pub(crate) async fn authenticate(conn: &impl SaslConnection, sasl: &Sasl) -> Res
         Sasl::Password { mechanism, username, password } => (mechanism, username, password),
     };
     let digest = match mechanism {
-        Mechanism::Plain => {
+        PasswordMechanism::Plain => {
             exchange(format!("\0{username}\0{password}").into_bytes()).await?;
             return Ok(());
         }
-        Mechanism::ScramSha256 => MessageDigest::sha256(),
-        Mechanism::ScramSha512 => MessageDigest::sha512(),
-        Mechanism::OAuthBearer => return Err(refused("OAUTHBEARER needs a token".into())),
+        PasswordMechanism::ScramSha256 => MessageDigest::sha256(),
+        PasswordMechanism::ScramSha512 => MessageDigest::sha512(),
     };
     let mut scram = Scram::new(digest, username, password).map_err(|e| refused(e.to_string()))?;
     let server_first = exchange(scram.client_first().into_bytes()).await?;

@@ -55,11 +55,19 @@ impl Mechanism {
     }
 }
 
+/// A SASL mechanism of a username and password.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PasswordMechanism {
+    Plain,
+    ScramSha256,
+    ScramSha512,
+}
+
 /// SASL credentials.
 #[derive(Clone)]
 pub(crate) enum Sasl {
     /// PLAIN or SCRAM: a username and password.
-    Password { mechanism: Mechanism, username: String, password: String },
+    Password { mechanism: PasswordMechanism, username: String, password: String },
     /// OAUTHBEARER: a token for each connection.
     Token(OAuthBearer),
 }
@@ -68,7 +76,9 @@ impl Sasl {
     /// The mechanism these credentials are for.
     pub(crate) fn mechanism(&self) -> Mechanism {
         match self {
-            Self::Password { mechanism, .. } => *mechanism,
+            Self::Password { mechanism: PasswordMechanism::Plain, .. } => Mechanism::Plain,
+            Self::Password { mechanism: PasswordMechanism::ScramSha256, .. } => Mechanism::ScramSha256,
+            Self::Password { mechanism: PasswordMechanism::ScramSha512, .. } => Mechanism::ScramSha512,
             Self::Token(_) => Mechanism::OAuthBearer,
         }
     }
@@ -136,10 +146,10 @@ impl Security {
         if sasl {
             let key = if settings.contains_key("sasl.mechanisms") { "sasl.mechanisms" } else { "sasl.mechanism" };
             let mechanism = match settings.get(key).map(|m| m.to_ascii_uppercase()).as_deref() {
-                Some("PLAIN") => Mechanism::Plain,
-                Some("SCRAM-SHA-256") => Mechanism::ScramSha256,
-                Some("SCRAM-SHA-512") => Mechanism::ScramSha512,
-                Some("OAUTHBEARER") => Mechanism::OAuthBearer,
+                Some("PLAIN") => Some(PasswordMechanism::Plain),
+                Some("SCRAM-SHA-256") => Some(PasswordMechanism::ScramSha256),
+                Some("SCRAM-SHA-512") => Some(PasswordMechanism::ScramSha512),
+                Some("OAUTHBEARER") => None,
                 other => {
                     let named = other.unwrap_or("GSSAPI (librdkafka's default)");
                     return Err(refuse(
@@ -150,8 +160,10 @@ impl Security {
             };
             let get = |key: &str| settings.get(key).cloned().ok_or_else(|| refuse(key, "required with SASL".into()));
             security.sasl = Some(match mechanism {
-                Mechanism::OAuthBearer => Sasl::Token(OAuthBearer::from_settings(settings)?),
-                _ => Sasl::Password { mechanism, username: get("sasl.username")?, password: get("sasl.password")? },
+                None => Sasl::Token(OAuthBearer::from_settings(settings)?),
+                Some(mechanism) => {
+                    Sasl::Password { mechanism, username: get("sasl.username")?, password: get("sasl.password")? }
+                }
             });
         }
         if tls {

@@ -136,7 +136,7 @@ impl CopyChoice {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
-    /// `lz4` to a target whose answers take [`strait_wire::FAR_ROUND_TRIP`] (15 ms) or more
+    /// `lz4` to a target whose answers take 15 ms or more ([`strait_wire::is_far`])
     /// (another region: the link is the limit and may be billed per byte), else `none`
     /// ([`Compression::resolve`]; issue 43).
     #[default]
@@ -154,7 +154,7 @@ impl Compression {
     /// (lz4 far, none near), any other as set.
     pub fn resolve(self, round_trip: Duration) -> Self {
         match self {
-            Compression::Auto if round_trip >= strait_wire::FAR_ROUND_TRIP => Compression::Lz4,
+            Compression::Auto if strait_wire::is_far(round_trip) => Compression::Lz4,
             Compression::Auto => Compression::None,
             codec => codec,
         }

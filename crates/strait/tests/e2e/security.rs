@@ -119,8 +119,11 @@ async fn sasl_ssl_with_least_privilege_on_the_source() {
     // librdkafka's clients and the batch path's alike: `auto` copies batches, the secret never
     // in the log.
     produce(&a, &topic, &(200..250).map(|i| Rec::simple(i % 2, &format!("r{i}"))).collect::<Vec<_>>()).await;
-    let endpoint = TokenEndpoint::start("strait-client", OIDC_SECRET, "strait").unwrap();
-    let oidc = |cluster: &SecureCluster| cluster.oidc_settings(&endpoint.url, "strait-client", OIDC_SECRET);
+    // Over HTTPS, its certificate signed by a private CA (`https.ca.location`).
+    let endpoint = TokenEndpoint::start("strait-client", OIDC_SECRET, "strait", Some(&source.keystore())).unwrap();
+    assert!(endpoint.url.starts_with("https://"), "{}", endpoint.url);
+    let client = ("strait-client", OIDC_SECRET);
+    let oidc = |cluster: &SecureCluster| cluster.oidc_settings(&endpoint.url, client, Some(&source.ca));
     let oidc = format!(
         "{}{}",
         cluster_toml_with(&src, &source, &oidc(&source)),
