@@ -16,7 +16,7 @@ use super::mode::Mode;
 use super::producer_ids::Verdict;
 use super::topics::TopicRouter;
 use super::writer::Writer;
-use crate::config::Flow;
+use crate::config::{Delivery, Flow};
 use crate::record::ReplicatedRecord;
 
 /// Where [`RecordPath::put`] is in its batch.
@@ -116,14 +116,17 @@ impl RecordPath {
         let ConnectRecord { value: Some(ReplicatedRecord::Batch(batch)), source_offset, .. } = record else {
             return Ok(());
         };
-        // Heartbeats topics take their source's alias under every policy (MM2's rule), so names
-        // stop their cycles: the registry is not asked, and an exactly-once flow copies them
-        // whatever flows passed them on.
-        let verdict = match w.flow.policy.is_heartbeats_topic(&source_offset.topic) {
-            true => Verdict::Copy(None),
-            false => w.target.batch_verdict(&w.flow, &batch, registry_read).await?,
-        };
-        let carried = match verdict {
+        let carried = match w.target.batch_verdict(&w.flow, &batch, registry_read).await? {
+            // Exactly once, a relayed heartbeats batch goes with the source's own (one
+            // transaction, one producer): heartbeats topics take their source's alias under every
+            // policy (MM2's rule), so names stop their longer cycles, and the registry has already
+            // dropped what came from the target.
+            Verdict::Copy(Some(_))
+                if matches!(w.flow.delivery(), Delivery::ExactlyOnce { .. })
+                    && w.flow.policy.is_heartbeats_topic(&source_offset.topic) =>
+            {
+                None
+            }
             Verdict::Copy(carried) => carried,
             Verdict::Echo => {
                 self.loop_drops += batch.record_count() as u64;
