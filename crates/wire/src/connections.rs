@@ -9,7 +9,7 @@ use std::time::Duration;
 /// carry that each.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Connections {
-    /// [`FAR_CONNECTIONS`] when the cluster's first answers took [`FAR_ROUND_TRIP`] or more
+    /// [`FAR_CONNECTIONS`] when the cluster's first answers took 15 ms or more ([`is_far`])
     /// (another region), else 1.
     #[default]
     Auto,
