@@ -94,6 +94,10 @@ impl Marker {
         };
         for (back, age_ms) in fresh_marks(flow, &prefix(target_id, source_id, other)).await? {
             let Some(topic) = shared_topic(flow, &back).await? else { continue };
+            // A flow that does not run leaves no mark to refuse the flow back's next start.
+            if let Err(e) = marker.write(0).await {
+                tracing::warn!(flow = %flow.name, error = %e, "copy-kind mark not cleared; it lapses in 3 minutes");
+            }
             return Err(ConnectError::invalid(
                 format!("flow {} copies {} under the identity policy", flow.name, kind.name()),
                 format!(

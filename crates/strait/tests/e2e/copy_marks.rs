@@ -38,6 +38,14 @@ async fn a_record_flow_and_a_batch_flow_back_in_separate_deployments_refuse_each
     assert!(logs.contains(&format!("copies records back under it, and both take topic {topic}")), "{logs}");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(held(&a, &topic), 10, "nothing came back to A");
+    // The refused flow left no mark behind: the record flow starts again at once.
+    assert!(first.stop().success());
+    let first = Strait::start(&format!("{p}r"), &records);
+    wait_until("the record flow runs again", Duration::from_secs(60), || {
+        first.logs().matches(&format!("flow started flow={p}a->{p}b")).count() >= 2
+    })
+    .await;
+    assert!(!first.logs().contains("copies batches back"), "{}", first.logs());
 
     // A clean stop clears the record flow's mark: the batch flow starts, and now the record flow
     // refuses in turn.
