@@ -7,7 +7,7 @@
 //! Each instance of an identity flow writes a mark into [`PRODUCER_IDS_TOPIC`] on its target,
 //! keyed `flow:<source cluster id>-><target cluster id>/<kind>/<instance>`, valued
 //! `{"flow":..,"at_ms":..}`: at start, then every minute, and with `at_ms = 0` (no mark) at a
-//! clean stop, which leaves the marks of the flow's other instances standing. A mark holds the
+//! clean stop or a refusal, which leaves the marks of the flow's other instances standing. A mark holds the
 //! flow's topic filter. At start, after writing its own, a flow reads its source's registry: a
 //! mark of the flow back with the other kind, refreshed within the last 3 minutes, whose filter
 //! and this flow's both select a topic of either cluster, refuses the start, naming that flow
