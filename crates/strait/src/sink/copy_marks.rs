@@ -7,8 +7,8 @@
 //! Each instance of an identity flow writes a mark into [`PRODUCER_IDS_TOPIC`] on its target,
 //! keyed `flow:<source cluster id>-><target cluster id>/<kind>/<instance>`, valued
 //! `{"flow":..,"at_ms":..}`: at start, then every minute, and with `at_ms = 0` (no mark) at a
-//! clean stop or a refusal, which leaves the marks of the flow's other instances standing. A mark holds the
-//! flow's topic filter. At start, after writing its own, a flow reads its source's registry: a
+//! clean stop or a refusal, which leaves the marks of the flow's other instances standing. A
+//! mark holds the flow's topic filter. At start, after writing its own, a flow reads its source's registry: a
 //! mark of the flow back with the other kind, refreshed within the last 3 minutes, whose filter
 //! and this flow's both select a topic of either cluster, refuses the start, naming that flow
 //! and topic. Both flows write before they read, so of two starting at once at least one sees
@@ -17,19 +17,15 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rdkafka::consumer::Consumer;
 use rdkafka::producer::BaseRecord;
 use serde::{Deserialize, Serialize};
 use strait_connect::{ConnectError, ConnectResult};
 use tokio_util::sync::CancellationToken;
 
 use super::producer_ids::{FLOW_MARK_PREFIX, PRODUCER_IDS_TOPIC};
-use crate::client_log::{ClientLog, LoggedConsumer};
+use crate::admin::Admin;
 use crate::config::{CopyKind, Flow};
-use crate::kafka::{
-    acked, blocking, connect_error, control_producer, enqueue, topic_partition_counts, ControlProducer, StateReader,
-    METADATA_TIMEOUT,
-};
+use crate::kafka::{acked, blocking, connect_error, control_producer, enqueue, ControlProducer, StateReader};
 use crate::rules::NameFilter;
 use strait_mm2::ReplicationPolicy;
 
@@ -45,7 +41,7 @@ const LIFE_MS: i64 = 180_000;
 struct Mark {
     /// The flow's name (`<source alias>-><target alias>` in its own config).
     flow: String,
-    /// When it was written, ms since the epoch; 0 after a clean stop.
+    /// When it was written, ms since the epoch; 0 after a clean stop or a refusal.
     at_ms: i64,
     /// The flow's `topics` and `topics_exclude` regexes, anchored ([`NameFilter::patterns`]).
     topics: Vec<String>,
@@ -92,8 +88,11 @@ impl Marker {
             CopyKind::Records => CopyKind::Batches,
             CopyKind::Batches => CopyKind::Records,
         };
-        for (back, age_ms) in fresh_marks(flow, &prefix(target_id, source_id, other)).await? {
-            let Some(topic) = shared_topic(flow, &back).await? else { continue };
+        let backs = fresh_marks(flow, &prefix(target_id, source_id, other)).await?;
+        // Listed once, and only when a flow back runs: the common start asks nothing more.
+        let topics = if backs.is_empty() { Vec::new() } else { topics_of_both(flow).await? };
+        for (back, age_ms) in backs {
+            let Some(topic) = shared_topic(flow, &back, &topics) else { continue };
             // A flow that does not run leaves no mark to refuse the flow back's next start.
             if let Err(e) = marker.write(0).await {
                 tracing::warn!(flow = %flow.name, error = %e, "copy-kind mark not cleared; it lapses in 3 minutes");
@@ -172,10 +171,21 @@ async fn fresh_marks(flow: &Flow, prefix: &str) -> ConnectResult<Vec<(Mark, i64)
         .collect())
 }
 
-/// A topic of either of `flow`'s clusters that both `flow` and the flow of `back` select (under
+/// The topic names of `flow`'s source and target clusters. Errors: a cluster's topics cannot be
+/// listed.
+async fn topics_of_both(flow: &Flow) -> ConnectResult<Vec<String>> {
+    let mut all = Vec::new();
+    for cluster in [&flow.source, &flow.target] {
+        let context = || format!("list the topics of {}", cluster.alias);
+        let admin = Admin::new(cluster).map_err(|e| connect_error(context(), e))?;
+        all.extend(admin.topic_names().await.map_err(|e| connect_error(context(), e))?);
+    }
+    Ok(all)
+}
+
+/// A topic of `topics` (both clusters') that both `flow` and the flow of `back` select (under
 /// the identity policy its name is the same on both), heartbeats and internal topics aside.
-/// Errors: a cluster's topics cannot be listed.
-async fn shared_topic(flow: &Flow, back: &Mark) -> ConnectResult<Option<String>> {
+fn shared_topic(flow: &Flow, back: &Mark, topics: &[String]) -> Option<String> {
     // A mark's patterns were compiled once by the flow that wrote it; one that does not compile
     // here selects every topic, so the check errs on the side of refusing.
     let theirs = NameFilter::new("mark", &back.topics, "mark", &back.topics_exclude).ok();
@@ -185,18 +195,7 @@ async fn shared_topic(flow: &Flow, back: &Mark) -> ConnectResult<Option<String>>
             && !flow.policy.is_internal_topic(t)
             && !flow.policy.is_heartbeats_topic(t)
     };
-    for cluster in [&flow.source, &flow.target] {
-        let context = || format!("list the topics of {}", cluster.alias);
-        let client: LoggedConsumer =
-            cluster.client_config(&[]).create_with_context(ClientLog).map_err(|e| connect_error(context(), e))?;
-        let topics = blocking(move || topic_partition_counts(client.client(), METADATA_TIMEOUT))
-            .await
-            .map_err(|e| connect_error(context(), e))?;
-        if let Some((topic, _)) = topics.into_iter().find(|(t, _)| both(t)) {
-            return Ok(Some(topic));
-        }
-    }
-    Ok(None)
+    topics.iter().find(|t| both(t)).cloned()
 }
 
 #[cfg(test)]

@@ -143,6 +143,7 @@ impl Fetching {
         let listed = self.cluster.list_offsets(&led, OffsetSpec::Earliest).await?;
         // A leader that answers an error may have moved: the next ask goes to the one named now.
         let mut moved: Vec<String> = listed.iter().filter(|l| l.offset.is_err()).map(|l| l.topic.clone()).collect();
+        moved.sort_unstable();
         moved.dedup();
         if !moved.is_empty() {
             self.cluster.refresh(&moved.iter().map(String::as_str).collect::<Vec<_>>()).await.ok();
