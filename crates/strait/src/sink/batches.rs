@@ -20,7 +20,7 @@ use strait_wire::{Appended, Batch, Outgoing, Producer};
 use super::errors::Retry;
 use super::lanes::{failure, Lanes, Routed};
 use super::mm2_offsets::Mm2Offsets;
-use super::producer_ids::{BatchGuard, Registrar, Verdict};
+use super::producer_ids::{EchoGuard, Registrar, Verdict};
 use super::producers::PRODUCER_QUEUE_KBYTES;
 use super::state::{PositionRecords, TRANSACTION_RETRY_MAX, TRANSACTION_RETRY_MIN};
 use crate::config::{Delivery, Flow};
@@ -50,8 +50,9 @@ pub struct BatchWriter {
     /// Exactly-once with `write_mm2_offsets`: MM2's source offsets, written in each transaction
     /// with its positions, and the partition count of their topic.
     mm2_offsets: Option<(Mm2Offsets, u32)>,
-    /// Drops the source's batches that came from the target.
-    guard: BatchGuard,
+    /// Drops the source's batches that came from the target, under every replication policy:
+    /// names stop cycles only where every deployment names the clusters alike.
+    guard: EchoGuard,
 }
 
 impl BatchWriter {
@@ -78,7 +79,7 @@ impl BatchWriter {
             Ok(Registrar::new(producer))
         };
         let (producer, registrar, guard) =
-            tokio::try_join!(Self::producer(flow, slot), registrar, BatchGuard::start(flow, target_id))?;
+            tokio::try_join!(Self::producer(flow, slot), registrar, EchoGuard::start(flow, target_id.to_string()))?;
         let mm2_offsets = Mm2Offsets::of(flow).zip(mm2_partitions);
         let lanes = Lanes::new(producer, registrar, source_id, DELIVERY_TIMEOUT);
         Ok(Self { lanes, mm2_offsets, guard })
@@ -111,7 +112,7 @@ impl BatchWriter {
         })
     }
 
-    /// What to do with a source batch ([`BatchGuard::verdict`]).
+    /// What to do with a source batch ([`EchoGuard::verdict`]).
     pub async fn verdict(&mut self, flow: &Flow, batch: &Batch, reread: &mut bool) -> ConnectResult<Verdict> {
         self.guard.verdict(flow, batch, reread).await
     }

@@ -4,7 +4,10 @@
 //! batch, in [`PRODUCER_IDS_TOPIC`] on its target, with the ids of the clusters whose data the
 //! producer writes (its origins, as the record path's provenance header lists them). A batch flow
 //! reading a batch looks its producer id up in its source's registry and drops the batch when its
-//! origins include the flow's target cluster: it came from there.
+//! origins include the flow's target cluster: it came from there. Under every replication
+//! policy: the default policy's names stop cycles only where every deployment calls each cluster
+//! by the same alias, and heartbeats topics, which every flow copies, would otherwise pass back
+//! and forth between deployments that do not, a prefix longer each time.
 //!
 //! Why a registry lookup can be trusted: a registration is acknowledged (`acks=all`) before any
 //! batch with its id exists, so a reader that does not know an id re-reads the registry to its end
@@ -35,7 +38,6 @@ use super::batches::now_ms;
 use super::loop_guard::PROVENANCE_HEADER;
 use crate::config::Flow;
 use crate::kafka::{blocking, wire_error, StateReader};
-use strait_mm2::ReplicationPolicy;
 
 /// The registry of Strait's batch producers on each cluster: compacted, one partition, keyed by
 /// producer id (decimal), valued by a [`Registration`] as JSON.
@@ -103,34 +105,6 @@ pub enum Verdict {
     Copy(Option<Arc<[String]>>),
     /// Drop it: its producer writes data that came from the target cluster.
     Echo,
-}
-
-/// How a batch flow keeps batches from looping back, by its replication policy.
-pub enum BatchGuard {
-    /// The default policy: a target topic's name holds its source alias, and the policy never
-    /// copies a topic back to the cluster its name holds (MM2's `DefaultReplicationPolicy`).
-    Names,
-    /// The identity policy: names say nothing, the source's registry does.
-    Registry(EchoGuard),
-}
-
-impl BatchGuard {
-    /// The guard of `flow`, whose target cluster has id `target_id`. Errors: as
-    /// [`EchoGuard::start`].
-    pub async fn start(flow: &Flow, target_id: &str) -> ConnectResult<Self> {
-        Ok(match flow.policy {
-            ReplicationPolicy::Identity { .. } => Self::Registry(EchoGuard::start(flow, target_id.to_string()).await?),
-            ReplicationPolicy::Default { .. } => Self::Names,
-        })
-    }
-
-    /// The verdict on `batch` ([`EchoGuard::verdict`]); under the default policy, always copy.
-    pub async fn verdict(&mut self, flow: &Flow, batch: &Batch, reread: &mut bool) -> ConnectResult<Verdict> {
-        match self {
-            Self::Names => Ok(Verdict::Copy(None)),
-            Self::Registry(guard) => guard.verdict(flow, batch, reread).await,
-        }
-    }
 }
 
 /// The verdict on a batch whose producer carries the data of the clusters `origins`, for a

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 use strait_connect::{ConnectRecord, ConnectResult, Header, SourceOffset};
+use strait_mm2::ReplicationPolicy;
 
 use super::in_flight::InFlight;
 use super::lanes::Routed;
@@ -117,13 +118,14 @@ impl RecordPath {
             return Ok(());
         };
         let carried = match w.target.batch_verdict(&w.flow, &batch, registry_read).await? {
-            // Exactly once, a relayed heartbeats batch goes with the source's own (one
-            // transaction, one producer): heartbeats topics take their source's alias under every
-            // policy (MM2's rule), so names stop their longer cycles, and the registry has already
-            // dropped what came from the target.
+            // Exactly once, a relayed batch whose topic name holds its source's alias (every topic
+            // under the default policy, heartbeats topics under every policy: MM2's rule) goes with
+            // the source's own (one transaction, one producer): names stop its longer cycles, and
+            // the registry has already dropped what came from the target.
             Verdict::Copy(Some(_))
                 if matches!(w.flow.delivery(), Delivery::ExactlyOnce { .. })
-                    && w.flow.policy.is_heartbeats_topic(&source_offset.topic) =>
+                    && (matches!(w.flow.policy, ReplicationPolicy::Default { .. })
+                        || w.flow.policy.is_heartbeats_topic(&source_offset.topic)) =>
             {
                 None
             }

@@ -8,6 +8,7 @@ mod active_active;
 mod alert_rules;
 mod batches;
 mod batches_active_active;
+mod batches_aliases;
 mod batches_limits;
 mod batches_ring;
 mod checkpoints;
