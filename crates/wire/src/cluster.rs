@@ -47,6 +47,8 @@ pub struct Cluster {
     leaders: HashMap<(String, i32), Leader>,
     /// Each topic's id (KIP-516) as last refreshed.
     ids: HashMap<String, Uuid>,
+    /// Topics the cluster answered it does not have, since when (first answer of a run of them).
+    missing: HashMap<String, Instant>,
     fetches: Fetches,
     /// When the leaders of an overdue leader's partitions were last refreshed.
     overdue_refreshed: Option<Instant>,
@@ -66,6 +68,7 @@ impl Cluster {
             connections: HashMap::new(),
             leaders: HashMap::new(),
             ids: HashMap::new(),
+            missing: HashMap::new(),
             fetches: Fetches::default(),
             overdue_refreshed: None,
         };
@@ -142,8 +145,14 @@ impl Cluster {
                 self.leaders.retain(|(t, _), _| *t != name);
                 self.ids.remove(&name);
                 match ResponseError::try_from_code(topic.error_code) {
-                    None => {}
-                    Some(ResponseError::UnknownTopicOrPartition | ResponseError::LeaderNotAvailable) => continue,
+                    None => {
+                        self.missing.remove(&name);
+                    }
+                    Some(ResponseError::UnknownTopicOrPartition) => {
+                        self.missing.entry(name).or_insert_with(Instant::now);
+                        continue;
+                    }
+                    Some(ResponseError::LeaderNotAvailable) => continue,
                     Some(error) => {
                         return Err(WireError::Broker {
                             context: format!("metadata of topic {name} from {addr}"),
@@ -185,6 +194,12 @@ impl Cluster {
     /// The leader of `topic`/`partition` as last refreshed.
     pub fn leader(&self, topic: &str, partition: i32) -> Option<Leader> {
         self.leaders.get(&(topic.to_string(), partition)).copied()
+    }
+
+    /// Since when every refresh that asked for `topic` answered that the cluster does not have it
+    /// (`None` once one found it, or none asked).
+    pub(crate) fn missing_since(&self, topic: &str) -> Option<Instant> {
+        self.missing.get(topic).copied()
     }
 
     /// The id of `topic` (KIP-516) as last refreshed.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use backon::ExponentialBackoff;
 use kafka_protocol::messages::TransactionalId;
+use kafka_protocol::ResponseError;
 use tokio::sync::mpsc;
 
 use crate::batch::Batch;
@@ -23,6 +24,11 @@ use crate::connections::Route;
 use crate::error::WireError;
 use crate::retry::{doubling, BACKOFF, MAX_BACKOFF};
 use crate::send::{drive, Appended, Driven, Lane};
+
+/// How long a partition's topic may be missing from the cluster's answers before its batches are
+/// refused rather than retried (a topic deleted under the producer): librdkafka's
+/// `topic.metadata.propagation.max.ms` default, which gives a topic just created time to appear.
+const MISSING_TOPIC_MAX: Duration = Duration::from_secs(30);
 
 /// A batch queued: the token it was given, its bytes as sent, its base offset on the source (which
 /// names it in an error) and when it was queued (its delivery timeout runs from then).
@@ -191,9 +197,18 @@ impl Lanes {
         }
         let mut by_route: HashMap<Route, Vec<(String, i32)>> = HashMap::new();
         for key in ready {
-            match cluster.leader(&key.0, key.1) {
-                Some(leader) => by_route.entry(cluster.route(leader.broker, &key.0, key.1)).or_default().push(key),
-                None => self.put_off(&key, "no leader known".into(), now),
+            match (cluster.leader(&key.0, key.1), cluster.missing_since(&key.0)) {
+                (Some(leader), _) => by_route.entry(cluster.route(leader.broker, &key.0, key.1)).or_default().push(key),
+                (None, Some(since)) if now > since + MISSING_TOPIC_MAX => {
+                    let offset = self.lanes[&key].queue.front().map_or(-1, |b| b.source_offset);
+                    let reason = format!(
+                        "the cluster has had no topic {} for {} s (deleted while it was written?)",
+                        key.0,
+                        MISSING_TOPIC_MAX.as_secs()
+                    );
+                    return Err(not_produced(&key, offset, reason, Some(ResponseError::UnknownTopicOrPartition)));
+                }
+                (None, _) => self.put_off(&key, "no leader known".into(), now),
             }
         }
         for (route, keys) in by_route {

@@ -145,7 +145,7 @@ pub struct Writing {
     pub write_mm2_offsets: bool,
     /// `records`, `batches` or `auto` ([`CopySetting`]): `batches` forwards the source's record
     /// batches as they are stored; `auto` takes batches where the flow allows them. Default
-    /// `records`. The flow's [`crate::config::Flow::copy`] says what it took.
+    /// `records` ([`CopySetting`]'s default). The flow's [`crate::config::Flow::copy`] says what it took.
     pub copy: CopySetting,
     /// `auto`, `none`, `gzip`, `snappy`, `lz4` or `zstd` ([`Compression`]): the codec the record
     /// path produces with (`auto`: lz4 to a target in another region, else none); `batches` keep
@@ -162,7 +162,7 @@ impl Default for Writing {
             offset_lag_max: strait_mm2::DEFAULT_OFFSET_LAG_MAX,
             replication_factor: -1,
             write_mm2_offsets: false,
-            copy: CopySetting::Records,
+            copy: CopySetting::default(),
             compression: Compression::Auto,
         }
     }

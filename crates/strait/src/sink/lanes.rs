@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
-use strait_wire::{Appended, Batch, Outgoing, Producer, WireError};
+use strait_wire::{Appended, Batch, Outgoing, Producer, ResponseError, WireError};
 
 use super::errors::{fenced, Retry};
 use super::producer_ids::Registrar;
@@ -240,6 +240,11 @@ pub(super) fn failure(flow: &Flow, slot: u32, context: String, e: WireError, ret
             false => fenced(flow, slot, e.to_string()),
         },
         Retry::Replay { .. } => match &e {
+            // A target topic gone for good is no passing error: the flow stops, and its next
+            // start copies the topic again.
+            WireError::NotProduced { error: Some(ResponseError::UnknownTopicOrPartition), .. } => {
+                wire_error(context, e)
+            }
             WireError::NotProduced { error, .. } if error.is_none_or(|e| e.is_retriable()) => {
                 ConnectError::retriable(context, e)
             }

@@ -138,7 +138,8 @@ async fn a_flow_switched_between_records_and_batches_at_restarts_copies_each_rec
     produce_all(&f.a, &f.topic, 0..600).await;
     let settings = "commit_interval_ms = 300\nemit_checkpoints = false";
     // About 150 records a second in reads of about 40: a clean stop saves positions inside batches.
-    let records = Strait::start(&f.p, &f.config(&format!("{settings}\nmax_bytes_per_second = 5000")));
+    let records =
+        Strait::start(&f.p, &f.config(&format!("copy = \"records\"\n{settings}\nmax_bytes_per_second = 5000")));
     wait_until("some records copied", Duration::from_secs(60), || count(&f.b, &f.remote).unwrap_or(0) >= 300).await;
     let logs = records.logs();
     assert!(records.stop().success(), "{logs}");
@@ -181,7 +182,7 @@ async fn a_flow_switched_between_records_and_batches_at_restarts_copies_each_rec
     }
 
     produce_all(&f.a, &f.topic, 600..900).await;
-    let records = Strait::start(&f.p, &f.config(settings));
+    let records = Strait::start(&f.p, &f.config(&format!("copy = \"records\"\n{settings}")));
     wait_until("the new records copied as records", Duration::from_secs(60), || {
         count(&f.b, &f.remote) == Some(4 * 900)
     })

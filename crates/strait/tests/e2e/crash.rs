@@ -12,7 +12,8 @@ const RECORDS: usize = 100_000;
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_mid_stream_then_restart_loses_nothing() {
     let f = TopicFlow::new("crash", 4).await;
-    let config = f.config("commit_interval_ms = 200");
+    // The record path's consumers and producers (the batch path's SIGKILL: `batches.rs`).
+    let config = f.config("commit_interval_ms = 200\ncopy = \"records\"");
     let on_target = format!("alias = \"{}\"\nbootstrap_servers = \"{}\"\n", f.dst, f.b);
     let on_source = format!("alias = \"{}\"\nbootstrap_servers = \"{}\"\n", f.src, f.a);
     let three = |on: &str| format!("{on}connections_per_broker = 3\n");
@@ -153,15 +154,26 @@ async fn target_topic_deleted_while_stopped_is_copied_again_not_resumed_past_a_h
     );
 }
 
-/// The target topic deleted while Strait runs: librdkafka gives up on the partition after about
-/// 30 s (not the 5 min message timeout) and the flow stops naming the record; a restart sees that
-/// the target lost what was written and copies the topic again from the source's start.
+/// The target topic deleted while Strait runs: the record path's librdkafka, and the batch path's
+/// client alike, give up on the partition after about 30 s (not the 5 min delivery timeout) and
+/// the flow stops naming the record or batch; a restart sees that the target lost what was
+/// written and copies the topic again from the source's start.
 #[tokio::test(flavor = "multi_thread")]
 async fn target_topic_deleted_while_running_stops_the_flow_then_a_restart_copies_it_again() {
-    let f = TopicFlow::new("tdel", 1).await;
+    target_topic_deleted("records", "tdel").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn target_topic_deleted_under_a_batch_flow_stops_it_then_a_restart_copies_it_again() {
+    target_topic_deleted("batches", "tdelb").await;
+}
+
+async fn target_topic_deleted(copy: &str, name: &str) {
+    let f = TopicFlow::new(name, 1).await;
     let first = |i: i32| Rec::simple(0, &format!("a{i}"));
     produce(&f.a, &f.topic, &(0..10).map(first).collect::<Vec<_>>()).await;
-    let mut strait = Strait::start(&f.p, &f.config(""));
+    let config = f.config(&format!("copy = \"{copy}\""));
+    let mut strait = Strait::start(&f.p, &config);
     wait_until("replicated", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(10)).await;
     admin(&f.b).delete_topics(&[&f.remote], &rdkafka::admin::AdminOptions::new()).await.unwrap();
     produce(&f.a, &f.topic, &[Rec::simple(0, "b")]).await;
@@ -169,10 +181,14 @@ async fn target_topic_deleted_while_running_stops_the_flow_then_a_restart_copies
     wait_until("the flow stops", Duration::from_secs(90), || !strait.is_running()).await;
     let logs = strait.logs();
     assert!(!strait.stop().success(), "exits non-zero: {logs}");
-    assert!(logs.contains(&format!("topic {} partition 0 offset 10", f.topic)), "{logs}");
+    let named = match copy {
+        "records" => format!("topic {} partition 0 offset 10", f.topic),
+        _ => format!("{}/0: the batch from source offset 10 was not produced: the cluster has had no topic", f.remote),
+    };
+    assert!(logs.contains(&named), "{named}: {logs}");
     eprintln!("stopped {:?} after the target topic was deleted", deleted.elapsed());
 
-    let again = Strait::start(&format!("{}-again", f.p), &f.config(""));
+    let again = Strait::start(&format!("{}-again", f.p), &config);
     wait_until("copied again", Duration::from_secs(60), || count(&f.b, &f.remote) == Some(11)).await;
     assert!(again.stop().success());
 }

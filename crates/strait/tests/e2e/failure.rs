@@ -16,6 +16,10 @@ async fn unproducible_record_stops_an_exactly_once_flow_and_nothing_after_it_is_
 /// otherwise raise it to fit the source's records.
 const KEEP_TARGET_LIMIT: &str = "sync_topic_configs_exclude = [\"max.message.bytes\"]";
 
+/// These tests hold the record path to its promises (a record's offset named, librdkafka's
+/// `batch.size`); `batches_limits` holds the batch path to its own.
+const RECORDS: &str = "copy = \"records\"";
+
 /// Records replicated (read_committed) to `remote`'s partition 0.
 fn replicated(b: &str, remote: &str) -> usize {
     read_all(b, remote, false).get(&0).map_or(0, Vec::len)
@@ -32,7 +36,7 @@ async fn unproducible_record_stops_the_flow(delivery: &str) {
     let config = two_cluster_config(
         (&src, &a, ""),
         (&dst, &b, ""),
-        &format!("topics = [\"{topic}\"]\ndelivery = \"{delivery}\"\n{KEEP_TARGET_LIMIT}"),
+        &format!("topics = [\"{topic}\"]\ndelivery = \"{delivery}\"\n{KEEP_TARGET_LIMIT}\n{RECORDS}"),
         "",
     );
     // Five small records replicate; the sixth (offset 5) is too large for the target. Produced
@@ -85,8 +89,12 @@ async fn records_written_before_a_refused_one_are_not_written_again_at_restart()
     recs.push(Rec::simple(0, &"x".repeat(3_000_000)));
     produce(&a, &topic, &recs).await;
     produce(&a, &other, &(0..40).map(|i| Rec::simple(i % 2, &format!("o{i}"))).collect::<Vec<_>>()).await;
-    let config =
-        two_cluster_config((&src, &a, ""), (&dst, &b, ""), &format!("topics = [\"{p}-.*\"]\n{KEEP_TARGET_LIMIT}"), "");
+    let config = two_cluster_config(
+        (&src, &a, ""),
+        (&dst, &b, ""),
+        &format!("topics = [\"{p}-.*\"]\n{KEEP_TARGET_LIMIT}\n{RECORDS}"),
+        "",
+    );
     for attempt in 0..3 {
         let mut strait = Strait::start(&format!("{p}-{attempt}"), &config);
         wait_until("strait stops on the refused record", Duration::from_secs(60), || !strait.is_running()).await;
@@ -175,7 +183,7 @@ async fn small_records_refused_as_a_batch_name_the_setting_that_lets_them_throug
         format!(
             "[[clusters]]\nalias = \"{p}s\"\nbootstrap_servers = \"{a}\"\n\n\
              [[clusters]]\nalias = \"{p}d\"\nbootstrap_servers = \"{b}\"\n{target_client}\n\
-             [[flows]]\nsource = \"{p}s\"\ntarget = \"{p}d\"\ntopics = [\"{topic}\"]\n{KEEP_TARGET_LIMIT}\n"
+             [[flows]]\nsource = \"{p}s\"\ntarget = \"{p}d\"\ntopics = [\"{topic}\"]\n{KEEP_TARGET_LIMIT}\n{RECORDS}\n"
         )
     };
     let mut strait = Strait::start(&format!("{p}-default"), &config(""));

@@ -141,7 +141,8 @@ async fn auto_compression_is_lz4_to_a_far_target_and_none_to_a_near_one() {
         // Each case under a source alias of its own, so a remote topic of its own.
         let (src, dst) = (unique("autosrc"), unique("autodst"));
         let remote = format!("{src}.{topic}");
-        let flow = format!("topics = [\"{topic}\"]\n{delivery}");
+        // The record path's codec (the batch path keeps the source's).
+        let flow = format!("topics = [\"{topic}\"]\ncopy = \"records\"\n{delivery}");
         let config = two_cluster_config((&src, &a, ""), (&dst, target, ""), &flow, "");
         let strait = Strait::start(&dst, &config);
         let parsed = strait::config::Config::parse(&config).unwrap().remove(0);
