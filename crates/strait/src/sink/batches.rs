@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
-use strait_wire::{Appended, Batch, Outgoing, Producer};
+use strait_wire::{Appended, Batch, Outgoing, Producer, ResponseError};
 
 use super::errors::Retry;
 use super::lanes::{failure, Lanes, Routed};
@@ -100,6 +100,11 @@ impl BatchWriter {
                         .map_err(|e| {
                             let context = format!("init transactions of {transactional_id} on {}", flow.target.alias);
                             match e.broker_error() {
+                                // As the record path's (`crate::kafka::classify_start`): a setting.
+                                Some(ResponseError::InvalidTransactionTimeout) => ConnectError::invalid(
+                                    format!("{context}: flow {}: transaction_timeout_ms is above the target's transaction.max.timeout.ms (15 min by default)", flow.name),
+                                    e,
+                                ),
                                 Some(error) if !e.is_retriable() => {
                                     ConnectError::transaction(context, error.to_string())
                                 }

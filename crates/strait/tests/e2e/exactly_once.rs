@@ -204,6 +204,15 @@ async fn through_target_broker_restarts(prefix: &str, extra: &str, long_outage: 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_transaction_timeout_the_target_refuses_stops_the_flow_at_once() {
+    transaction_timeout_refused("records").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transaction_timeout_the_target_refuses_stops_a_batch_flow_at_once() {
+    transaction_timeout_refused("batches").await;
+}
+
+async fn transaction_timeout_refused(copy: &str) {
     let (a, b) = (cluster(1), cluster(2));
     let p = unique("eostmo");
     let (src, dst) = (format!("{p}s"), format!("{p}d"));
@@ -211,7 +220,7 @@ async fn a_transaction_timeout_the_target_refuses_stops_the_flow_at_once() {
     let config = two_cluster_config(
         (&src, &a, ""),
         (&dst, &b, ""),
-        "delivery = \"exactly_once\"\ntransaction_timeout_ms = 100000000",
+        &format!("delivery = \"exactly_once\"\ntransaction_timeout_ms = 100000000\ncopy = \"{copy}\""),
         "",
     );
     let mut strait = Strait::start(&p, &config);
@@ -219,6 +228,7 @@ async fn a_transaction_timeout_the_target_refuses_stops_the_flow_at_once() {
     let logs = strait.logs();
     assert_eq!(strait.stop().code(), Some(4), "exits 4 (a setting to change): {logs}");
     assert!(logs.contains("init transactions of strait-") && logs.contains("flow stopped on an error"), "{logs}");
+    assert!(logs.contains("transaction_timeout_ms is above"), "names the setting: {logs}");
     assert!(!logs.contains("could not start; retrying"), "not retried: {logs}");
 }
 
