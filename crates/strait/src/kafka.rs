@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 pub use self::checkpoints::read_checkpoints;
 pub use self::lag::{Gap, LagReader};
-pub use self::start_failure::{classify_start, connect_error, ends_read, is_denied, StartFailure};
+pub use self::start_failure::{
+    classify_start, connect_error, ends_read, is_denied, transaction_timeout_refused, StartFailure,
+};
 pub use self::state_reader::{read_to_end, KeyedRecord, RawRecord, StateReader};
 pub use self::watermarks::{listed_watermarks, topic_partition_counts, watermarks, watermarks_in_lists, Watermarks};
 use rdkafka::client::ClientContext;

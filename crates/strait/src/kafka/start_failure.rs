@@ -69,6 +69,15 @@ pub enum StartFailure {
     Permanent(ConnectError),
 }
 
+/// What to fix when the target refuses `flow`'s transaction timeout (`InvalidTransactionTimeout`),
+/// as both copy kinds' transactional producers say it.
+pub fn transaction_timeout_refused(flow: &Flow) -> String {
+    format!(
+        "flow {}: transaction_timeout_ms is above the target's transaction.max.timeout.ms (15 min by default)",
+        flow.name
+    )
+}
+
 /// Classifies a failure to start part of `flow` (the slot group and its coordination topic, the
 /// sink and its state and offset-syncs topics, the source, checkpoints), from its kind and the
 /// Kafka error code found in its causes. Permanent: a kind that says so (refused transactions,
@@ -158,10 +167,7 @@ fn refused_setting(flow: &Flow, e: &KafkaError) -> Option<Refused> {
              group.min.session.timeout.ms and group.max.session.timeout.ms",
             flow.scale_out.session_timeout.as_millis()
         )),
-        C::InvalidTransactionTimeout => setting(format!(
-            "flow {name}: transaction_timeout_ms is above the target's transaction.max.timeout.ms (15 min by \
-             default)"
-        )),
+        C::InvalidTransactionTimeout => setting(transaction_timeout_refused(flow)),
         _ => None,
     }
 }

@@ -24,7 +24,7 @@ use super::producer_ids::{EchoGuard, Registrar, Verdict};
 use super::producers::PRODUCER_QUEUE_KBYTES;
 use super::state::{PositionRecords, TRANSACTION_RETRY_MAX, TRANSACTION_RETRY_MIN};
 use crate::config::{Delivery, Flow};
-use crate::kafka::{wire_cluster, wire_error};
+use crate::kafka::{transaction_timeout_refused, wire_cluster, wire_error};
 use crate::positions::POSITIONS_TOPIC;
 use crate::retry::doubling;
 
@@ -100,9 +100,9 @@ impl BatchWriter {
                         .map_err(|e| {
                             let context = format!("init transactions of {transactional_id} on {}", flow.target.alias);
                             match e.broker_error() {
-                                // As the record path's (`crate::kafka::classify_start`): a setting.
+                                // A setting, as on the record path (`crate::kafka::classify_start`).
                                 Some(ResponseError::InvalidTransactionTimeout) => ConnectError::invalid(
-                                    format!("{context}: flow {}: transaction_timeout_ms is above the target's transaction.max.timeout.ms (15 min by default)", flow.name),
+                                    format!("{context}: {}", transaction_timeout_refused(flow)),
                                     e,
                                 ),
                                 Some(error) if !e.is_retriable() => {
