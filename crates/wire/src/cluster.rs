@@ -152,7 +152,11 @@ impl Cluster {
                         self.missing.entry(name).or_insert_with(Instant::now);
                         continue;
                     }
-                    Some(ResponseError::LeaderNotAvailable) => continue,
+                    // The cluster has the topic (one being created answers so).
+                    Some(ResponseError::LeaderNotAvailable) => {
+                        self.missing.remove(&name);
+                        continue;
+                    }
                     Some(error) => {
                         return Err(WireError::Broker {
                             context: format!("metadata of topic {name} from {addr}"),
