@@ -1,12 +1,12 @@
 //! Sample data for the demo: a few topics with keyed records, and per-topic record counts.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 /// Demo topics: (name, partitions, records).
@@ -42,9 +42,34 @@ pub fn produce(bootstrap: &str) -> Result<(), KafkaError> {
 }
 
 /// Record count (high minus low watermark, summed over partitions) of each demo topic and its
-/// `<prefix>`-renamed copy, as `(topic, count or None when absent)`.
+/// `<prefix>`-renamed copy, as `(topic, count or None when absent)`. A topic created a moment ago
+/// may have no leader yet: such answers are asked again for up to 30 s. Errors: the last client
+/// error once that time is up.
 pub fn counts(bootstrap: &str, prefix: &str) -> Result<Vec<(String, Option<i64>)>, KafkaError> {
     let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match counts_once(&consumer, prefix) {
+            Err(e) if leaderless(&e) && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(250)),
+            done => return done,
+        }
+    }
+}
+
+/// Whether the error is one a partition without an elected leader gives.
+fn leaderless(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::NotLeaderForPartition
+                | RDKafkaErrorCode::LeaderNotAvailable
+                | RDKafkaErrorCode::UnknownTopicOrPartition
+                | RDKafkaErrorCode::UnknownPartition
+        )
+    )
+}
+
+fn counts_once(consumer: &BaseConsumer, prefix: &str) -> Result<Vec<(String, Option<i64>)>, KafkaError> {
     let md = consumer.fetch_metadata(None, Duration::from_secs(10))?;
     let mut out = Vec::new();
     for (topic, _, _) in TOPICS {
