@@ -222,7 +222,9 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     /// Produces each record (loop guard, residency, renaming, the target topic made ready);
     /// records without a value are skipped. At-least-once, after a stall of more than half the
     /// session timeout, first proves the slot is still this instance's. Errors: a record that
-    /// cannot be produced stops the partition, naming topic/partition/offset.
+    /// cannot be produced stops the partition, naming topic/partition/offset; exactly-once, a
+    /// flow copying batches refuses records ([`ConnectError::Invalid`]): its transactions are its
+    /// batch producer's.
     async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
         let started = self.mode.entered();
         if let Mode::AtLeastOnce(alo) = &mut self.mode {

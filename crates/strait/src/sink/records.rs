@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
-use strait_connect::{ConnectRecord, ConnectResult, Header, SourceOffset};
+use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, SourceOffset};
 use strait_mm2::ReplicationPolicy;
 
 use super::in_flight::InFlight;
@@ -17,7 +17,7 @@ use super::mode::Mode;
 use super::producer_ids::Verdict;
 use super::topics::TopicRouter;
 use super::writer::Writer;
-use crate::config::{Delivery, Flow};
+use crate::config::{CopyKind, Delivery, Flow};
 use crate::record::ReplicatedRecord;
 
 /// Where [`RecordPath::put`] is in its batch.
@@ -88,6 +88,9 @@ impl RecordPath {
             if let Some(ReplicatedRecord::Batch(_)) = &record.value {
                 self.route_batch(w, record, &mut routed, &mut run.registry_read).await?;
                 continue;
+            }
+            if let (Mode::ExactlyOnce(_), CopyKind::Batches, Some(_)) = (&*mode, w.flow.copy.kind, &record.value) {
+                return Err(records_refused(&w.flow, &record.source_offset));
             }
             write_batches(w, mode, &mut routed).await?;
             if let Mode::AtLeastOnce(alo) = &mut *mode {
@@ -233,6 +236,17 @@ impl RecordPath {
             tracing::info!(flow = %flow.name, dropped = self.loop_drops, "records dropped by the loop guard");
         }
     }
+}
+
+/// Exactly-once, a flow copying batches writes whole batches in its transactions, through its
+/// batch producer; its record producer (topic metadata) is not transactional, so a record given
+/// to it would be visible whatever the transaction's outcome.
+fn records_refused(flow: &Flow, at: &SourceOffset) -> ConnectError {
+    ConnectError::invalid(
+        format!("flow {}: record of {} partition {} at offset {}", flow.name, at.topic, at.partition, at.offset),
+        "exactly-once, a flow copying batches (copy = \"batches\", or \"auto\" taking them) writes whole \
+         batches; records need copy = \"records\"",
+    )
 }
 
 /// Sends the batches `routed` holds, if any ([`Writer::send_batches`]), a failure

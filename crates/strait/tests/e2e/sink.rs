@@ -196,6 +196,31 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
     assert!(!values.contains(&b"zombie".to_vec()), "the zombie's record never becomes visible");
 }
 
+/// Exactly-once, a sink copying batches holds its transactions on its batch producer: records
+/// given to it are refused, naming where they came from, rather than written outside them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transactional_batch_sink_refuses_records_it_cannot_write_in_its_transaction() {
+    let f = TopicFlow::new("txbatchsink", 1).await;
+    let flow = sink_flow(&f, "delivery = \"exactly_once\"\ncopy = \"batches\"");
+    let topic = Arc::<str>::from(f.topic.as_str());
+    let mut sink = start(&flow).await.expect("transactional batch sink starts");
+    sink.begin().await.unwrap();
+    let refused = sink
+        .put((0..6).map(|o| record(&topic, o, Some("outside"))).collect())
+        .await
+        .expect_err("records refused by a transactional batch sink");
+    assert!(matches!(refused, ConnectError::Invalid { .. }), "{refused}");
+    let said = refused.to_string();
+    assert!(
+        said.contains(&format!("{topic} partition 0 at offset 0")) && said.contains("copy = \"records\""),
+        "{said}"
+    );
+    sink.abort().await.unwrap();
+    sink.close().await.unwrap();
+    let remote = format!("{}.{topic}", f.src);
+    assert_eq!(count(&f.b, &remote).unwrap_or(0), 0, "no record reached the target");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn positions_behind_another_writers_open_transaction_are_read_once_it_ends() {
     use rdkafka::config::ClientConfig;
