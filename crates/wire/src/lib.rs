@@ -25,8 +25,8 @@
 //!   sequence, each leader's partitions sent on their own and appends handed back as they come
 //!   ([`Producer::send`], [`Producer::appended`]); transactional with [`Producer::init_transactional`] (FindCoordinator,
 //!   AddPartitionsToTxn, EndTxn: KIP-98, as Kafka's producer before transactions v2).
-//! - [`Batch::of_records`]: a few records of this process's own (offset syncs, positions)
-//!   written as a batch, to produce in the same transaction as the batches forwarded.
+//! - [`own`]: records of this process's own (offset syncs, positions, and records a batch sink is
+//!   given) written as a batch, to produce in the same transaction as the batches forwarded.
 //! - [`reencode`]: the batches that cannot be forwarded as they are (one a resume starts inside,
 //!   a `LogAppendTime` one) opened and written anew in the same codec.
 //! - [`Fetched::committed`]: the data batches a `read_committed` consumer would read, without
@@ -49,6 +49,7 @@ mod names;
 mod oauth;
 mod offsets;
 mod oidc;
+pub mod own;
 mod produce;
 pub mod reencode;
 mod retry;
@@ -69,6 +70,7 @@ pub use fetched::{Aborted, Diverging, FetchAt, Fetched};
 /// A broker's error code, as Kafka names it (a partition's fetch or offset error).
 pub use kafka_protocol::ResponseError;
 pub use offsets::{Listed, OffsetSpec};
+pub use own::OwnRecord;
 pub use produce::Producer;
 pub use security::{Mechanism, Security, SettingError};
 pub use send::{Appended, Outgoing, MAX_IN_FLIGHT};

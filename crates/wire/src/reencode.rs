@@ -7,7 +7,7 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
-    Compression as Codec, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression as Codec, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
 use crate::batch::Batch;
@@ -95,9 +95,6 @@ impl Batch {
     }
 }
 
-/// A record's key and value, either possibly null.
-pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
-
 impl Batch {
     /// The value of header `key` on this batch's first record, when it has one: the batch is
     /// opened (decompressed) to read it, so call it rarely (once per producer id, say).
@@ -111,45 +108,12 @@ impl Batch {
             .first()
             .and_then(|r| r.headers.iter().find(|(k, _)| k.as_str() == key).and_then(|(_, v)| v.clone())))
     }
-
-    /// A new uncompressed batch of `records` (key, value), every one stamped `timestamp_ms`
-    /// (CreateTime), without headers, for [`Batch::for_producer`]: how Strait's own small
-    /// records (offset syncs, positions) join a transaction of forwarded batches. Errors:
-    /// [`BatchError::Malformed`] when they cannot be encoded (none given).
-    pub fn of_records(records: &[KeyValue], timestamp_ms: i64) -> Result<Batch, BatchError> {
-        let malformed = |what: String| BatchError::Malformed { base_offset: 0, what };
-        if records.is_empty() {
-            return Err(malformed("a batch of no records".into()));
-        }
-        let records: Vec<Record> = records
-            .iter()
-            .enumerate()
-            .map(|(i, (key, value))| Record {
-                transactional: false,
-                control: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: i as i32,
-                timestamp: timestamp_ms,
-                key: key.map(Bytes::copy_from_slice),
-                value: value.map(Bytes::copy_from_slice),
-                headers: Default::default(),
-                delete_horizon: false,
-            })
-            .collect();
-        let mut out = BytesMut::new();
-        RecordBatchEncoder::encode(&mut out, &records, &RecordEncodeOptions { version: 2, compression: Codec::None })
-            .map_err(|e| malformed(format!("written: {e}")))?;
-        Batch::new(out.freeze())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use kafka_protocol::indexmap::IndexMap;
+    use kafka_protocol::records::Record;
 
     use super::*;
 
@@ -260,21 +224,5 @@ mod tests {
         let set = RecordBatchDecoder::decode(&mut anew.bytes().clone()).unwrap();
         assert_eq!(set.records.len(), 10);
         assert!(set.records.iter().all(|r| r.timestamp == b.max_timestamp()), "every record at the append time");
-    }
-
-    #[test]
-    fn own_records_make_one_uncompressed_batch_that_decodes_to_them() {
-        let records: [KeyValue; 2] = [(Some(b"k0"), Some(b"v0")), (Some(b"k1"), None)];
-        let b = Batch::of_records(&records, 1_234).unwrap();
-        assert_eq!((b.record_count(), b.last_offset_delta(), b.max_timestamp()), (2, 1, 1_234));
-        assert_eq!(b.compression(), Some(Compression::None));
-        assert!(b.crc_matches() && !b.is_transactional());
-        let mut bytes = b.for_producer(7, 1, 10, true).bytes().clone();
-        let decoded = RecordBatchDecoder::decode(&mut bytes).unwrap().records;
-        let got: Vec<_> = decoded.iter().map(|r| (r.key.clone(), r.value.clone(), r.timestamp, r.sequence)).collect();
-        let bytes = |b: &[u8]| Some(Bytes::copy_from_slice(b));
-        assert_eq!(got, vec![(bytes(b"k0"), bytes(b"v0"), 1_234, 10), (bytes(b"k1"), None, 1_234, 11)]);
-        assert!(decoded.iter().all(|r| r.transactional && r.producer_id == 7));
-        assert!(Batch::of_records(&[], 0).is_err());
     }
 }

@@ -29,6 +29,7 @@ mod ledger;
 pub mod loop_guard;
 mod mm2_offsets;
 mod mode;
+mod own_batches;
 mod partitions;
 pub mod producer_ids;
 mod producers;
@@ -222,9 +223,10 @@ impl Sink<(), ReplicatedRecord> for TargetSink {
     /// Produces each record (loop guard, residency, renaming, the target topic made ready);
     /// records without a value are skipped. At-least-once, after a stall of more than half the
     /// session timeout, first proves the slot is still this instance's. Errors: a record that
-    /// cannot be produced stops the partition, naming topic/partition/offset; exactly-once, a
-    /// flow copying batches refuses records ([`ConnectError::Invalid`]): its transactions are its
-    /// batch producer's.
+    /// cannot be produced stops the partition, naming topic/partition/offset. Exactly-once, a
+    /// flow copying batches writes records through its batch producer, which holds its
+    /// transactions, as batches of their own; one naming a header key twice stops the partition
+    /// ([`ConnectError::Invalid`]).
     async fn put(&mut self, batch: Vec<ConnectRecord<(), ReplicatedRecord>>) -> ConnectResult<()> {
         let started = self.mode.entered();
         if let Mode::AtLeastOnce(alo) = &mut self.mode {

@@ -1,19 +1,22 @@
 //! What a source record becomes on the target: loop guard → residency and renaming (the
 //! [`TopicRouter`], which also makes the target topic ready) → the record built with its
-//! headers and timestamp → produced by the slot's record producer.
+//! headers and timestamp → produced by the slot's record producer (exactly-once with
+//! `copy = "batches"`, written as batches by the batch producer: `own_batches.rs`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
-use strait_connect::{ConnectError, ConnectRecord, ConnectResult, Header, SourceOffset};
+use strait_connect::{ConnectRecord, ConnectResult, Header, SourceOffset};
 use strait_mm2::ReplicationPolicy;
 
 use super::in_flight::InFlight;
 use super::lanes::Routed;
 use super::loop_guard::{LoopGuard, PROVENANCE_HEADER};
 use super::mode::Mode;
+use super::own_batches::OwnBatches;
 use super::producer_ids::Verdict;
 use super::topics::TopicRouter;
 use super::writer::Writer;
@@ -48,6 +51,8 @@ pub struct RecordPath {
     router: TopicRouter,
     guard: LoopGuard,
     loop_drops: u64,
+    /// Exactly-once with `copy = "batches"`: the records given, on their way to be batches.
+    own: OwnBatches,
     /// Records per source topic whose timestamp 0 became the produce time (librdkafka reads a
     /// timestamp of 0 as "now" and offers no way to send 0 itself).
     zero_timestamps: HashMap<Arc<str>, u64>,
@@ -57,7 +62,7 @@ impl RecordPath {
     /// The path through `router` and `guard` (whole batches through the writer's batch
     /// producer, with `copy = "batches"`).
     pub fn new(router: TopicRouter, guard: LoopGuard) -> Self {
-        Self { router, guard, loop_drops: 0, zero_timestamps: HashMap::new() }
+        Self { router, guard, loop_drops: 0, own: OwnBatches::default(), zero_timestamps: HashMap::new() }
     }
 
     /// Makes the target topics of `topics` ready together ([`TopicRouter::prepare`]).
@@ -86,11 +91,13 @@ impl RecordPath {
         let mut routed = Vec::new();
         for record in batch {
             if let Some(ReplicatedRecord::Batch(_)) = &record.value {
+                routed.extend(self.own.end(&w.flow)?);
                 self.route_batch(w, record, &mut routed, &mut run.registry_read).await?;
                 continue;
             }
-            if let (Mode::ExactlyOnce(_), CopyKind::Batches, Some(_)) = (&*mode, w.flow.copy.kind, &record.value) {
-                return Err(records_refused(&w.flow, &record.source_offset));
+            if let (Mode::ExactlyOnce(_), CopyKind::Batches) = (&*mode, w.flow.copy.kind) {
+                routed.extend(self.own_batch(w, record).await?);
+                continue;
             }
             write_batches(w, mode, &mut routed).await?;
             if let Mode::AtLeastOnce(alo) = &mut *mode {
@@ -101,9 +108,34 @@ impl RecordPath {
             }
             self.put_one(w, mode, record, &mut run).await?;
         }
+        routed.extend(self.own.end(&w.flow)?);
         write_batches(w, mode, &mut routed).await?;
         run.end(w);
         Ok(())
+    }
+
+    /// Exactly-once, a record given to a flow copying batches: through the loop guard,
+    /// residency and renaming, then held to be written as a batch ([`OwnBatches`]). Returns the
+    /// batch of the run it ended. Errors: as [`Self::put`].
+    async fn own_batch(
+        &mut self,
+        w: &mut Writer,
+        mut record: ConnectRecord<(), ReplicatedRecord>,
+    ) -> ConnectResult<Option<Routed>> {
+        if record.value.is_none() {
+            return Ok(None);
+        }
+        let Some(provenance) = self.guard.pass(&mut record.headers).map(Cow::into_owned) else {
+            self.loop_drops += 1;
+            w.ledger.stats.loop_guard_dropped.inc();
+            return Ok(None);
+        };
+        let SourceOffset { topic, partition, .. } = &record.source_offset;
+        let Some(target) = self.router.route(topic, *partition, w.target.records().producer()).await? else {
+            return Ok(None);
+        };
+        let target = target.clone();
+        self.own.add(&w.flow, record, provenance, target)
     }
 
     /// A whole batch of [`Self::put`]: dropped when it came from the target (the loop guard of
@@ -236,17 +268,6 @@ impl RecordPath {
             tracing::info!(flow = %flow.name, dropped = self.loop_drops, "records dropped by the loop guard");
         }
     }
-}
-
-/// Exactly-once, a flow copying batches writes whole batches in its transactions, through its
-/// batch producer; its record producer (topic metadata) is not transactional, so a record given
-/// to it would be visible whatever the transaction's outcome.
-fn records_refused(flow: &Flow, at: &SourceOffset) -> ConnectError {
-    ConnectError::invalid(
-        format!("flow {}: record of {} partition {} at offset {}", flow.name, at.topic, at.partition, at.offset),
-        "exactly-once, a flow copying batches (copy = \"batches\", or \"auto\" taking them) writes whole \
-         batches; records need copy = \"records\"",
-    )
 }
 
 /// Sends the batches `routed` holds, if any ([`Writer::send_batches`]), a failure

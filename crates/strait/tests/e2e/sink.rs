@@ -197,28 +197,62 @@ async fn transactional_sink_abort_hides_the_batch_and_commit_shows_it_once() {
 }
 
 /// Exactly-once, a sink copying batches holds its transactions on its batch producer: records
-/// given to it are refused, naming where they came from, rather than written outside them.
+/// given to it go through it as batches of their own, so an abort hides them and a commit shows
+/// them once, with their headers, timestamps (0 kept) and offset syncs; a record it cannot
+/// encode stops it, named.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_transactional_batch_sink_refuses_records_it_cannot_write_in_its_transaction() {
+async fn a_transactional_batch_sink_writes_records_given_to_it_in_its_transactions() {
     let f = TopicFlow::new("txbatchsink", 1).await;
-    let flow = sink_flow(&f, "delivery = \"exactly_once\"\ncopy = \"batches\"");
-    let topic = Arc::<str>::from(f.topic.as_str());
+    let flow = sink_flow(&f, "offset_lag_max = 3\ndelivery = \"exactly_once\"\ncopy = \"batches\"");
+    let (b, src, topic) = (f.b.clone(), f.src.clone(), Arc::<str>::from(f.topic.as_str()));
     let mut sink = start(&flow).await.expect("transactional batch sink starts");
     sink.begin().await.unwrap();
-    let refused = sink
-        .put((0..6).map(|o| record(&topic, o, Some("outside"))).collect())
-        .await
-        .expect_err("records refused by a transactional batch sink");
+    sink.put((0..6).map(|o| record(&topic, o, Some("aborted"))).collect()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    sink.abort().await.unwrap();
+    sink.begin().await.unwrap();
+    let mut records: Vec<_> = (0..6).map(|o| record(&topic, o, Some("v"))).collect();
+    records[0].timestamp_ms = Some(0);
+    sink.put(records).await.unwrap();
+    commit_at(&mut sink, &[SourceOffset { topic: topic.clone(), partition: 0, offset: 5 }]).await.unwrap();
+
+    let remote = format!("{src}.{topic}");
+    let on_target = read_all(&b, &remote, true).remove(&0).unwrap();
+    let got: Vec<(i64, Vec<u8>, Vec<u8>, i64)> =
+        on_target.iter().map(|(o, r)| (*o, r.key.clone().unwrap(), r.value.clone().unwrap(), r.timestamp)).collect();
+    // Downstream offsets follow the aborted batch's (when it reached the log) and its marker.
+    let base = got.first().map_or(0, |r| r.0);
+    assert!(base >= 1, "the abort marker comes first");
+    let want: Vec<(i64, Vec<u8>, Vec<u8>, i64)> = (0..6)
+        .map(|o| {
+            (o + base, format!("k{o}").into_bytes(), b"v".to_vec(), if o == 0 { 0 } else { 1_700_000_000_000 + o })
+        })
+        .collect();
+    assert_eq!(got, want, "each committed record once, in order, after the aborted ones and their marker");
+    for (_, r) in &on_target {
+        let keys: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["h", "strait.provenance"], "the source header, then the provenance header");
+    }
+    let syncs = written_syncs(&b, &src, &topic);
+    assert_eq!(syncs.last(), Some(&(5, base + 5)), "{syncs:?}");
+    assert!(syncs.iter().all(|(u, d)| d - u == base), "only the committed batch's syncs: {syncs:?}");
+    let saved = positions::load(&flow.target, &flow.name).await.unwrap();
+    assert_eq!(saved.get(&(topic.to_string(), 0)).map(|s| s.next_offset), Some(6));
+
+    // A header key twice cannot be written in a batch: the partition stops, naming the record.
+    let mut twice = record(&topic, 6, Some("twice"));
+    twice.headers.push(Header { key: "h".into(), value: Some(b"again".to_vec()) });
+    sink.begin().await.unwrap();
+    let refused = sink.put(vec![twice]).await.expect_err("a record naming a header twice is refused");
     assert!(matches!(refused, ConnectError::Invalid { .. }), "{refused}");
     let said = refused.to_string();
     assert!(
-        said.contains(&format!("{topic} partition 0 at offset 0")) && said.contains("copy = \"records\""),
+        said.contains(&format!("{topic} partition 0")) && said.contains("offset 6 has header h more than once"),
         "{said}"
     );
     sink.abort().await.unwrap();
     sink.close().await.unwrap();
-    let remote = format!("{}.{topic}", f.src);
-    assert_eq!(count(&f.b, &remote).unwrap_or(0), 0, "no record reached the target");
+    assert_eq!(read_all(&b, &remote, true).remove(&0).unwrap().len(), 6, "nothing more visible");
 }
 
 #[tokio::test(flavor = "multi_thread")]
