@@ -82,7 +82,8 @@ async fn exactly_once_survives_repeated_sigkill() {
         per_partition,
         40,
         Duration::from_millis(100),
-        "[flows.scale_out]\nsession_timeout_ms = 6000",
+        // The record path's lanes: one consumer per connection.
+        "copy = \"records\"\n[flows.scale_out]\nsession_timeout_ms = 6000",
     )
     .await;
     let on_source = format!("bootstrap_servers = \"{}\"\n", cluster(1));

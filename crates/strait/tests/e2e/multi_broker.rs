@@ -154,8 +154,8 @@ async fn case(name: &str, side: Side, fault: Fault) {
     }
     let mut replicas = Vec::new();
     let modes = [
-        ("at-least-once", ""),
-        ("exactly-once", "delivery = \"exactly_once\"\n"),
+        ("at-least-once", "copy = \"records\"\n"),
+        ("exactly-once", "copy = \"records\"\ndelivery = \"exactly_once\"\n"),
         ("batches", "copy = \"batches\"\n"),
         ("batches exactly-once", "copy = \"batches\"\ndelivery = \"exactly_once\"\n"),
     ];

@@ -124,7 +124,7 @@ async fn recreated_batches(delivery: &str) {
 async fn a_topic_recreated_under_a_records_flow_is_copied_once_and_in_order() {
     for delivery in ["at_least_once", "exactly_once"] {
         let f = TopicFlow::new("recrec", PARTITIONS).await;
-        let config = f.config(&format!("delivery = \"{delivery}\"\ncommit_interval_ms = 300"));
+        let config = f.config(&format!("delivery = \"{delivery}\"\ncommit_interval_ms = 300\ncopy = \"records\""));
         let flow = Config::parse(&config).unwrap().remove(0);
         let strait = Strait::start(&format!("{}-{delivery}", f.p), &config);
         produce(&f.a, &f.topic, &generation("old", 5_000 / PARTITIONS as usize, now_ms())).await;

@@ -133,7 +133,8 @@ async fn an_instance_owning_several_slots_writes_their_records_through_one_produ
     const PARTITIONS: i32 = 8;
     const PER_PARTITION: usize = 500;
     let f = TopicFlow::new("oneproducer", PARTITIONS).await;
-    let extra = "commit_interval_ms = 300\n[flows.scale_out]\nenabled = true\nslots = 4";
+    // The record producer's sharing; batches go through each slot's batch producer.
+    let extra = "commit_interval_ms = 300\ncopy = \"records\"\n[flows.scale_out]\nenabled = true\nslots = 4";
     let (config, flow, producer) =
         sequenced_flow(&f, extra, (PARTITIONS, PER_PARTITION), (5, Duration::from_millis(200)));
     let slots: BTreeSet<u32> = (0..PARTITIONS).map(|p| slot_of(&f.topic, p, 4)).collect();
@@ -193,7 +194,7 @@ async fn slots_sharing_one_consumer_each_read_only_their_own_partitions() {
     let f = TopicFlow::new("oneconsumer", PARTITIONS).await;
     let on_source = format!("alias = \"{}\"\nbootstrap_servers = \"{}\"\n", f.src, f.a);
     let config = f
-        .config("[flows.scale_out]\nenabled = true\nslots = 2")
+        .config("copy = \"records\"\n[flows.scale_out]\nenabled = true\nslots = 2")
         .replace(&on_source, &format!("{on_source}connections_per_broker = 2\n"));
     let flow = Arc::new(Config::parse(&config).unwrap().remove(0));
     let round = |value: &str| {
