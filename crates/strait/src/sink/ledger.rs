@@ -90,11 +90,12 @@ impl Ledger {
         let (topic, partition, last) = (&source.topic, source.partition, source.offset);
         let count = i64::from(b.record_count());
         // Records whose source offsets follow one another (no compaction gaps) sit on the target at
-        // its base plus their place: fed every `offset_lag_max` records, as the record path's
-        // records are, so a translated offset is never more than that behind inside a batch.
+        // its base plus their place: fed every `offset_lag_max + 1` records, where MM2's rule puts
+        // the record path's syncs, so a translated offset is never more than `offset_lag_max`
+        // behind inside a batch.
         let linear = last - b.base_offset() + 1 == count;
         let lag_max = i64::try_from(self.flow.writing.offset_lag_max).unwrap_or(i64::MAX);
-        let step = if linear { lag_max.max(1) } else { count.max(1) };
+        let step = if linear { lag_max.saturating_add(1) } else { count.max(1) };
         let mut place = 0;
         while place < count - 1 {
             self.syncs.acked(topic, partition, b.base_offset() + place, a.base_offset + place);

@@ -29,6 +29,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use strait_connect::{ConnectError, ConnectResult};
@@ -37,7 +38,8 @@ use strait_wire::{Batch, Outgoing, Producer};
 use super::batches::now_ms;
 use super::loop_guard::PROVENANCE_HEADER;
 use crate::config::Flow;
-use crate::kafka::{blocking, wire_error, StateReader};
+use crate::kafka::{blocking, connect_error, ends_read, wire_error, StateReader};
+use crate::retry::doubling;
 
 /// The registry of Strait's batch producers on each cluster: compacted, one partition, keyed by
 /// producer id (decimal), valued by a [`Registration`] as JSON.
@@ -127,6 +129,13 @@ fn record_flow_source(flow: &Flow, batch: &Batch) -> ConnectResult<Option<String
     Ok(header.and_then(|h| String::from_utf8_lossy(&h).rsplit(',').next().map(str::to_string)))
 }
 
+/// First and longest wait before the registry is read again after a failed read.
+const REREAD_RETRY_MIN: Duration = Duration::from_millis(200);
+const REREAD_RETRY_MAX: Duration = Duration::from_secs(5);
+/// How long a failing read of the registry is retried: as long as the batch path retries a batch
+/// at-least-once (the record path's `message.timeout.ms`).
+const REREAD_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// A batch flow's view of its source's registry.
 pub struct EchoGuard {
     target_id: String,
@@ -179,12 +188,28 @@ impl EchoGuard {
         Ok(judge(origins, &self.target_id))
     }
 
+    /// Reads the registry on from where the last read ended. A read that fails while the source
+    /// cannot answer it (the registry's leader down or moving, this instance paused) is asked
+    /// again, 0.2 s doubling to 5 s, for as long as a batch is retried ([`REREAD_TIMEOUT`]): the
+    /// batches waiting on it cannot be judged without it. Errors: refused credentials or ACLs at
+    /// once; otherwise the last failure once that time is up; a value that is not a registration.
     async fn reread(&mut self, flow: &Flow) -> ConnectResult<()> {
-        let (reader, next) = (self.reader.clone(), self.next);
-        let read = blocking(move || reader.read_new_records(PRODUCER_IDS_TOPIC, next));
-        let (records, next) = read
-            .await
-            .map_err(|e| ConnectError::offset(format!("read {PRODUCER_IDS_TOPIC} on {}", flow.source.alias), e))?;
+        let context = || format!("read {PRODUCER_IDS_TOPIC} on {}", flow.source.alias);
+        let (mut waits, started) = (doubling(REREAD_RETRY_MIN, REREAD_RETRY_MAX), Instant::now());
+        let (records, next) = loop {
+            let (reader, next) = (self.reader.clone(), self.next);
+            let e = match blocking(move || reader.read_new_records(PRODUCER_IDS_TOPIC, next)).await {
+                Ok(read) => break read,
+                Err(e) if ends_read(&e) => return Err(connect_error(context(), e)),
+                Err(e) => e,
+            };
+            let wait = waits.next().unwrap_or(REREAD_RETRY_MAX);
+            if started.elapsed() + wait > REREAD_TIMEOUT {
+                return Err(ConnectError::offset(context(), e));
+            }
+            tracing::warn!(flow = %flow.name, error = %e, retry_in_ms = wait.as_millis() as u64, "{}: the batches of unknown producers wait for it; retrying", context());
+            tokio::time::sleep(wait).await;
+        };
         for (offset, key, value) in records.into_iter().filter(|(_, k, _)| !k.starts_with(FLOW_MARK_PREFIX.as_bytes()))
         {
             let bad = || {

@@ -19,21 +19,29 @@ const ROUNDS: usize = 50;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_instance_writes_at_most_its_last_batch_again() {
-    paused("paused", true).await;
+    paused("paused", true, "records").await;
+}
+
+/// Copying batches, the woken instance also reads its source's producer id registry again (a
+/// read the pause cut off is asked again, not a failure of the flow).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_instance_copying_batches_writes_at_most_its_last_batch_again() {
+    paused("pausedbat", true, "batches").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_instance_whose_twin_took_over_stops_without_copying_the_pause() {
-    paused("twin", false).await;
+    paused("twin", false, "records").await;
 }
 
 /// Instance `a` copies a flow (with `scale_out`: sharing its slots with `b`, started beside it;
 /// without: alone, `b` its twin started during the pause) while records arrive for about 45 s;
-/// `a` is paused for [`PAUSE`], longer than the session timeout (6 s), then continues.
-async fn paused(prefix: &str, scale_out: bool) {
+/// `a` is paused for [`PAUSE`], longer than the session timeout (6 s), then continues. `copy`:
+/// the flows' copy kind.
+async fn paused(prefix: &str, scale_out: bool, copy: &str) {
     let f = TopicFlow::new(prefix, PARTITIONS).await;
     let config = f.config(&format!(
-        "commit_interval_ms = {COMMIT_INTERVAL_MS}\n[flows.scale_out]\nenabled = {scale_out}\nslots = {}\nsession_timeout_ms = 6000",
+        "commit_interval_ms = {COMMIT_INTERVAL_MS}\ncopy = \"{copy}\"\n[flows.scale_out]\nenabled = {scale_out}\nslots = {}\nsession_timeout_ms = 6000",
         if scale_out { PARTITIONS } else { 1 }
     ));
     let flow = Config::parse(&config).unwrap().remove(0);
