@@ -31,7 +31,7 @@ use crate::retry::doubling;
 /// How long a batch is retried before the flow stops naming it, at-least-once: as long as the
 /// record path's producer keeps trying a record (its `message.timeout.ms`). Exactly-once it is
 /// the transaction timeout, as for the record path's transactional producer.
-const DELIVERY_TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const DELIVERY_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Offset syncs or positions per batch of them: a few hundred bytes each, so a batch stays far
 /// below the state topics' `max.message.bytes` (1 MiB by default).

@@ -29,14 +29,15 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use strait_connect::{ConnectError, ConnectResult};
 use strait_wire::{Batch, Outgoing, Producer};
 
-use super::batches::now_ms;
+use super::batches::{now_ms, DELIVERY_TIMEOUT};
 use super::loop_guard::PROVENANCE_HEADER;
+use super::state::{TRANSACTION_RETRY_MAX, TRANSACTION_RETRY_MIN};
 use crate::config::Flow;
 use crate::kafka::{blocking, connect_error, ends_read, wire_error, StateReader};
 use crate::retry::doubling;
@@ -129,13 +130,6 @@ fn record_flow_source(flow: &Flow, batch: &Batch) -> ConnectResult<Option<String
     Ok(header.and_then(|h| String::from_utf8_lossy(&h).rsplit(',').next().map(str::to_string)))
 }
 
-/// First and longest wait before the registry is read again after a failed read.
-const REREAD_RETRY_MIN: Duration = Duration::from_millis(200);
-const REREAD_RETRY_MAX: Duration = Duration::from_secs(5);
-/// How long a failing read of the registry is retried: as long as the batch path retries a batch
-/// at-least-once (the record path's `message.timeout.ms`).
-const REREAD_TIMEOUT: Duration = Duration::from_secs(300);
-
 /// A batch flow's view of its source's registry.
 pub struct EchoGuard {
     target_id: String,
@@ -190,12 +184,12 @@ impl EchoGuard {
 
     /// Reads the registry on from where the last read ended. A read that fails while the source
     /// cannot answer it (the registry's leader down or moving, this instance paused) is asked
-    /// again, 0.2 s doubling to 5 s, for as long as a batch is retried ([`REREAD_TIMEOUT`]): the
+    /// again, 0.2 s doubling to 5 s, for as long as a batch is retried ([`DELIVERY_TIMEOUT`]): the
     /// batches waiting on it cannot be judged without it. Errors: refused credentials or ACLs at
     /// once; otherwise the last failure once that time is up; a value that is not a registration.
     async fn reread(&mut self, flow: &Flow) -> ConnectResult<()> {
         let context = || format!("read {PRODUCER_IDS_TOPIC} on {}", flow.source.alias);
-        let (mut waits, started) = (doubling(REREAD_RETRY_MIN, REREAD_RETRY_MAX), Instant::now());
+        let (mut waits, started) = (doubling(TRANSACTION_RETRY_MIN, TRANSACTION_RETRY_MAX), Instant::now());
         let (records, next) = loop {
             let (reader, next) = (self.reader.clone(), self.next);
             let e = match blocking(move || reader.read_new_records(PRODUCER_IDS_TOPIC, next)).await {
@@ -203,8 +197,8 @@ impl EchoGuard {
                 Err(e) if ends_read(&e) => return Err(connect_error(context(), e)),
                 Err(e) => e,
             };
-            let wait = waits.next().unwrap_or(REREAD_RETRY_MAX);
-            if started.elapsed() + wait > REREAD_TIMEOUT {
+            let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
+            if started.elapsed() + wait > DELIVERY_TIMEOUT {
                 return Err(ConnectError::offset(context(), e));
             }
             tracing::warn!(flow = %flow.name, error = %e, retry_in_ms = wait.as_millis() as u64, "{}: the batches of unknown producers wait for it; retrying", context());
