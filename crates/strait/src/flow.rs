@@ -12,6 +12,7 @@ mod once_per_flow;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use strait_connect::{ConnectError, ConnectResult, ConnectorRuntime, RuntimeConfig, RuntimeState};
 use tokio::sync::mpsc;
@@ -26,7 +27,7 @@ use crate::sink::copy_marks::Marker;
 use crate::sink::{
     record_producers, shared_record_producer, target_codec, RecordProducers, SinkParams, TargetReady, TargetSink,
 };
-use crate::slots::{others_in_group, slot_of, SlotEvent, SlotGroup};
+use crate::slots::{left_out, others_in_group, slot_of, stranded_after, SlotEvent, SlotGroup};
 use crate::source::{source_consumer, source_consumers, KafkaSource, SourceConsumers};
 use crate::watch::{run_watch, Committed};
 
@@ -65,7 +66,7 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
         let marker = Marker::start(&flow, ready.cluster_ids()).await?;
         Ok((records, consumers, group, ready, marker))
     };
-    let Some(((records, codec), consumers, (group, mut events), ready, marker)) =
+    let Some(((records, codec), consumers, (group, events), ready, marker)) =
         with_backoff(&flow, "flow", &cancel, start).await?
     else {
         return Ok(());
@@ -79,12 +80,29 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
     let clients = Clients { consumers, records, ready: Arc::new(Mutex::new(Some(ready))) };
     up(true);
     let mut instance = Instance::new(flow.clone(), clients, &cancel);
-    let run = instance.run(&mut events, &cancel).await;
+    let mut member = Some((group, events));
+    let run = loop {
+        let Some((_, events)) = member.as_mut() else { break Ok(()) };
+        match instance.run(events, &cancel).await {
+            Ok(Ended::Stranded) => {}
+            ended => break ended.map(|_| ()),
+        }
+        let (group, events) = member.take().expect("a membership");
+        drop(events);
+        group.leave().await;
+        tracing::warn!(flow = %flow.name, group = %flow.slots_group(), "this instance has owned no slot for {:?} and the slot group counts no more members than slots: it was left out of the group; joining it again", stranded_after(&flow));
+        match with_backoff(&flow, "slot group", &cancel, || SlotGroup::join(&flow)).await {
+            Ok(joined) => member = joined,
+            Err(e) => break Err(e),
+        }
+    };
     // A slot that failed while the flow was stopping (say on SIGTERM) still fails the flow.
     let result = run.and(instance.stop().await);
-    // Closed first: the group's revocations at leave need no answer.
-    drop(events);
-    group.leave().await;
+    if let Some((group, events)) = member {
+        // Closed first: the group's revocations at leave need no answer.
+        drop(events);
+        group.leave().await;
+    }
     if let Some((stop, marking)) = marking {
         stop.cancel();
         let _ = marking.await;
@@ -94,6 +112,14 @@ pub async fn run_flow(flow: Arc<Flow>, cancel: CancellationToken) -> ConnectResu
         tracing::info!(flow = %flow.name, "flow stopped after a final drain");
     }
     result
+}
+
+/// How [`Instance::run`] ended without a failure.
+enum Ended {
+    /// `cancel` fired.
+    Cancelled,
+    /// The instance owns no slot and its group left it out ([`left_out`]): it must join again.
+    Stranded,
 }
 
 /// A slot's data path ended: (slot, generation). Its outcome is the task's result.
@@ -130,6 +156,8 @@ struct Instance {
     /// Each slot's data path reports its end here.
     ended: (mpsc::UnboundedSender<SlotEnd>, mpsc::UnboundedReceiver<SlotEnd>),
     watch: (CancellationToken, JoinHandle<()>),
+    /// Since when the instance owns no slot (none at start).
+    unowned_since: Option<Instant>,
 }
 
 impl Instance {
@@ -145,18 +173,27 @@ impl Instance {
             generation: 0,
             ended: mpsc::unbounded_channel(),
             watch: (watch_cancel, watch),
+            unowned_since: Some(Instant::now()),
         }
     }
 
-    /// Follows the group's assignments until `cancel` or a failure.
+    /// Follows the group's assignments until `cancel`, a failure, or the group leaves it out
+    /// while it owns no slot ([`Ended::Stranded`], checked every 5 s after [`stranded_after`]).
     async fn run(
         &mut self,
         events: &mut mpsc::UnboundedReceiver<SlotEvent>,
         cancel: &CancellationToken,
-    ) -> ConnectResult<()> {
+    ) -> ConnectResult<Ended> {
+        let mut check = tokio::time::interval(Duration::from_secs(5));
         loop {
             tokio::select! {
-                _ = cancel.cancelled() => return Ok(()),
+                _ = cancel.cancelled() => return Ok(Ended::Cancelled),
+                _ = check.tick() => {
+                    let stranded = self.unowned_since.is_some_and(|t| t.elapsed() >= stranded_after(&self.flow));
+                    if stranded && left_out(&self.flow).await {
+                        return Ok(Ended::Stranded);
+                    }
+                }
                 event = events.recv() => match event {
                     None => return Err(ConnectError::backend(format!("flow {}", self.flow.name), "the slot group's thread stopped")),
                     Some(SlotEvent::Assigned(slots)) => {
@@ -196,15 +233,20 @@ impl Instance {
                 Some((slot, generation)) = self.ended.1.recv() => {
                     if self.slots.get(&slot).map(|r| r.generation) == Some(generation) {
                         self.stop_slot(slot).await?;
+                        self.log_owned();
                     }
                 }
             }
         }
     }
 
-    fn log_owned(&self) {
+    fn log_owned(&mut self) {
         let mut owned: Vec<u32> = self.slots.keys().copied().collect();
         owned.sort_unstable();
+        self.unowned_since = match (owned.is_empty(), self.unowned_since) {
+            (false, _) => None,
+            (true, since) => Some(since.unwrap_or_else(Instant::now)),
+        };
         tracing::info!(flow = %self.flow.name, slots = ?owned, of = self.flow.slots(), "slots owned by this instance");
         metrics().set_slots_owned(&self.flow.source.alias, &self.flow.target.alias, self.flow.slots(), &owned);
     }

@@ -175,6 +175,26 @@ pub async fn others_in_group(flow: &Flow) -> bool {
     members.map_or(true, |m| m > 1)
 }
 
+/// How long an instance may own no slot before [`left_out`] is asked: three session timeouts,
+/// at least 30 s, so a rebalance under way is never taken for a lost membership.
+pub fn stranded_after(flow: &Flow) -> Duration {
+    (flow.scale_out.session_timeout * 3).max(Duration::from_secs(30))
+}
+
+/// Whether this instance, owning no slot, was left out of `flow`'s slot group: the group counts
+/// no more members than slots, so the cooperative-sticky assignor would give every member one,
+/// and this instance is not among them. librdkafka can lose its session (the target's
+/// coordinator unanswering for a session timeout, seen when a whole machine stalled for 8 s) and
+/// then never join again; a new membership is the way back. False when the group cannot be
+/// described: asked again later.
+pub async fn left_out(flow: &Flow) -> bool {
+    let members = match GroupClient::new(&flow.target) {
+        Ok(groups) => groups.describe(&flow.slots_group()).await.map(|g| g.map_or(0, |g| g.members)),
+        Err(e) => Err(e),
+    };
+    members.is_ok_and(|m| m <= flow.slots() as usize)
+}
+
 /// Membership of this instance in the flow's slot group; polled by its own thread.
 pub struct SlotGroup {
     leaving: Arc<AtomicBool>,

@@ -2,10 +2,15 @@
 //! three-node cluster is out: records produced to them on and on, each flow's saved positions
 //! and the source's ends sampled through the outage and the node's return, and the longest time a
 //! healthy partition took to copy what its source held at a sample.
+//!
+//! Stalls are counted in time the machine ran: this machine has been seen to stop every process
+//! at once for up to 10 s (a `sleep 1` loop in bash missing 9 ticks, its kernel counting no CPU or
+//! I/O pressure), which no replicator can outrun; [`frozen_between`] takes those pauses out, and
+//! each case prints how much it took.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -15,6 +20,29 @@ use strait_testkit::multi::Control;
 
 use super::node;
 use crate::support::*;
+
+/// The pauses of the whole machine seen so far: (when a 20 ms tick was due, when it came), for
+/// ticks over 500 ms late. Watched from the first call on, by a thread of its own.
+fn pauses() -> &'static Mutex<Vec<(Instant, Instant)>> {
+    static PAUSES: OnceLock<Mutex<Vec<(Instant, Instant)>>> = OnceLock::new();
+    PAUSES.get_or_init(|| {
+        std::thread::spawn(|| loop {
+            let due = Instant::now() + Duration::from_millis(20);
+            std::thread::sleep(Duration::from_millis(20));
+            let now = Instant::now();
+            if now.saturating_duration_since(due) > Duration::from_millis(500) {
+                pauses().lock().unwrap().push((due, now));
+            }
+        });
+        Mutex::new(Vec::new())
+    })
+}
+
+/// How long the machine stood still between `from` and `to` ([`pauses`]).
+pub fn frozen_between(from: Instant, to: Instant) -> Duration {
+    let pauses = pauses().lock().unwrap();
+    pauses.iter().map(|&(a, b)| b.min(to).saturating_duration_since(a.max(from))).sum()
+}
 
 /// A request to the three-node cluster's control about one node.
 pub type NodeRequest = fn(&Control, i32) -> std::io::Result<()>;
@@ -147,6 +175,7 @@ impl Watched<'_> {
         (fault, heal): (NodeRequest, NodeRequest),
         outage: Duration,
     ) -> Stalls {
+        let _ = pauses();
         node(control, id, fault).await;
         let (start, mut samples) = (Instant::now(), Vec::new());
         while start.elapsed() < outage {
@@ -165,6 +194,13 @@ impl Watched<'_> {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         healing.await.unwrap();
+        let frozen = frozen_between(start, Instant::now());
+        if !frozen.is_zero() {
+            eprintln!(
+                "node {id} out: the machine stood still {:.1} s of it, not counted as stall",
+                frozen.as_secs_f64()
+            );
+        }
         let flows = 0..self.flows.len();
         Stalls {
             positions: flows.clone().map(|f| self.longest_stall(&samples, |s| &s.positions[f])).collect(),
@@ -181,7 +217,8 @@ impl Watched<'_> {
             for p in 0..self.healthy as usize {
                 let caught_up = samples[i + 1..].iter().find(|later| copied(later)[p] >= s.ends[p]);
                 let until = caught_up.map_or_else(|| samples.last().unwrap().copied_at, |later| later.copied_at);
-                longest = longest.max(until.saturating_duration_since(s.ends_at));
+                let stall = until.saturating_duration_since(s.ends_at);
+                longest = longest.max(stall.saturating_sub(frozen_between(s.ends_at, until)));
             }
         }
         longest
