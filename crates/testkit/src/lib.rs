@@ -132,9 +132,25 @@ pub fn start_clusters(count: usize, base: &Path) -> io::Result<Vec<KafkaCluster>
         clusters.push(launch(&libs, &dir, Launch::default())?);
     }
     for c in &mut clusters {
-        wait_ready(c)?;
+        // A port found free can be taken by another process before the broker binds it: such a
+        // broker exits at once, and is started again on new ports (twice at most).
+        for again in 0.. {
+            match wait_ready(c) {
+                Ok(()) => break,
+                Err(e) if again < 2 && lost_its_port(c) => eprintln!("{e}; starting it again on other ports"),
+                Err(e) => return Err(e),
+            }
+            let dir = c.dir.clone();
+            *c = launch(&libs, &dir, Launch::default())?;
+        }
     }
     Ok(clusters)
+}
+
+/// Whether `cluster`'s broker exited because a port of its was taken (its log says so).
+fn lost_its_port(cluster: &mut KafkaCluster) -> bool {
+    let exited = cluster.child.try_wait().ok().flatten().is_some();
+    exited && fs::read_to_string(cluster.dir.join("server.log")).is_ok_and(|log| log.contains("Address already in use"))
 }
 
 /// Starts one cluster under `base` that clients reach only through a [`TcpProxy`] (its
