@@ -8,12 +8,17 @@ use std::time::{Duration, Instant};
 /// One replicator configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contender {
-    /// `strait run`, release build, default settings (at-least-once).
+    /// `strait run`, release build, the record path (`copy = "records"`), otherwise default
+    /// settings (at-least-once).
     Strait,
-    /// `strait run` with `delivery = "exactly_once"`, otherwise default settings.
+    /// `strait run` with no setting but its clusters and topics: what a new user's flow does
+    /// (`copy = "auto"`, which takes batches here; at-least-once; `compression = "auto"`).
+    StraitDefault,
+    /// `strait run` with `copy = "records"` and `delivery = "exactly_once"`, otherwise default
+    /// settings.
     StraitEos,
-    /// `strait run` with `compression = "lz4"` (issue 43): the record path's batches compressed,
-    /// as across a long or billed link.
+    /// `strait run` with `copy = "records"` and `compression = "lz4"` (issue 43): the record
+    /// path's batches compressed, as across a long or billed link.
     StraitLz4,
     /// `strait run` with `copy = "batches"` (issue 27): the source's record batches forwarded as
     /// they are, otherwise default settings.
@@ -44,8 +49,9 @@ pub enum Contender {
 
 impl Contender {
     /// Every contender, in run order (what `--only` picks from).
-    pub const ALL: [Contender; 12] = [
+    pub const ALL: [Contender; 13] = [
         Contender::Strait,
+        Contender::StraitDefault,
         Contender::StraitEos,
         Contender::StraitLz4,
         Contender::StraitBatches,
@@ -60,8 +66,9 @@ impl Contender {
     ];
 
     /// The loopback catch-ups' contenders, in run order, when `--only` names none.
-    pub const LOOPBACK: [Contender; 10] = [
+    pub const LOOPBACK: [Contender; 11] = [
         Contender::Strait,
+        Contender::StraitDefault,
         Contender::StraitEos,
         Contender::StraitBatches,
         Contender::StraitBatchesEos,
@@ -77,6 +84,7 @@ impl Contender {
     pub fn name(self) -> &'static str {
         match self {
             Contender::Strait => "strait",
+            Contender::StraitDefault => "strait-default",
             Contender::StraitEos => "strait-eos",
             Contender::StraitLz4 => "strait-lz4",
             Contender::StraitBatches => "strait-batches",
@@ -166,7 +174,7 @@ fn strait_command(
     command
 }
 
-/// Instance `instance` of Strait with `[flows.scale_out]` on (`slots` slots) and `flow_extra`
+/// Instance `instance` of Strait copying records with `[flows.scale_out]` on (`slots` slots) and `flow_extra`
 /// (say, a delivery mode), run `tag`; its log (with the slot group's info lines) is `out.log` in
 /// its run folder, returned with it.
 #[allow(clippy::too_many_arguments)]
@@ -184,7 +192,8 @@ pub fn launch_scaled_strait(
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("run dir");
     let (out, err) = log_file(&dir);
-    let extra = format!("{flow_extra}[flows.scale_out]\nenabled = true\nslots = {slots}\n");
+    // The record path, as the single flow it is weighed against ([`Contender::Strait`]).
+    let extra = format!("copy = \"records\"\n{flow_extra}[flows.scale_out]\nenabled = true\nslots = {slots}\n");
     let child = strait_command(env, &dir, tag, (source, target), topics, &extra, "warn,strait::flow=info")
         .stdout(out)
         .stderr(err)
@@ -193,14 +202,16 @@ pub fn launch_scaled_strait(
     (Running { child }, dir.join("out.log"))
 }
 
-/// `strait run` (at-least-once) of `topics` from `source` to `target`, run `tag`, with `extra`
-/// TOML lines after its flow (other tables, such as `[metrics]`, may follow there).
+/// `strait run` (the record path, at-least-once) of `topics` from `source` to `target`, run `tag`,
+/// with `extra` TOML lines after its flow (other tables, such as `[metrics]`, may follow there).
 pub fn launch_strait(env: &Env, tag: &str, (source, target): (&str, &str), topics: &[String], extra: &str) -> Running {
     let dir = env.work.join(format!("strait-{tag}"));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("run dir");
     let (out, err) = log_file(&dir);
-    let child = strait_command(env, &dir, tag, (source, target), topics, extra, "warn")
+    // Kept to the record path, so its figures compare with earlier builds'.
+    let extra = format!("copy = \"records\"\n{extra}");
+    let child = strait_command(env, &dir, tag, (source, target), topics, &extra, "warn")
         .stdout(out)
         .stderr(err)
         .spawn()
@@ -216,16 +227,18 @@ pub fn launch(contender: Contender, env: &Env, tag: &str, source: &str, target: 
     let (out, err) = log_file(&dir);
     let child = match contender {
         Contender::Strait
+        | Contender::StraitDefault
         | Contender::StraitEos
         | Contender::StraitLz4
         | Contender::StraitBatches
         | Contender::StraitBatchesEos => {
             let extra = match contender {
-                Contender::StraitEos => "delivery = \"exactly_once\"\n",
-                Contender::StraitLz4 => "compression = \"lz4\"\n",
+                Contender::StraitDefault => "",
+                Contender::StraitEos => "copy = \"records\"\ndelivery = \"exactly_once\"\n",
+                Contender::StraitLz4 => "copy = \"records\"\ncompression = \"lz4\"\n",
                 Contender::StraitBatches => "copy = \"batches\"\n",
                 Contender::StraitBatchesEos => "copy = \"batches\"\ndelivery = \"exactly_once\"\n",
-                _ => "delivery = \"at_least_once\"\n",
+                _ => "copy = \"records\"\ndelivery = \"at_least_once\"\n",
             };
             strait_command(env, &dir, tag, (source, target), topics, extra, "warn")
                 .stdout(out)

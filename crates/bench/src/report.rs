@@ -154,6 +154,19 @@ pub fn write(r: &Results, dir: &Path) -> String {
             );
         }
     }
+    // What a flow with no setting does (issue 45: `copy = "auto"` by default).
+    if let Some(d) = find(&r.catch_up, "strait-default", "catch-up") {
+        let _ = write!(
+            batches,
+            "; strait-default/mm2 throughput={} cpu_per_gb={} rss={} latency_p99={}; strait-default/strait-batches throughput={} cpu_per_gb={}",
+            div(Some(d.records_per_s()), mm2.map(CatchUp::records_per_s)),
+            div(Some(d.cpu_per_gb()), mm2.map(CatchUp::cpu_per_gb)),
+            div(Some(d.peak_rss_mb), mm2.map(|c| c.peak_rss_mb)),
+            div(lat("strait-default").map(|l| l.p99_ms as f64), lat("mm2-tuned").map(|l| l.p99_ms as f64)),
+            div(Some(d.records_per_s()), find(&r.catch_up, "strait-batches", "catch-up").map(CatchUp::records_per_s)),
+            div(Some(d.cpu_per_gb()), find(&r.catch_up, "strait-batches", "catch-up").map(CatchUp::cpu_per_gb)),
+        );
+    }
     let ratio = format!("{ratio}{batches}");
     let mut wide = String::new();
     for width in crate::wide::WIDTHS {

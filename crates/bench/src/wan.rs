@@ -65,8 +65,9 @@ impl Scenario {
 }
 
 /// The contenders of a WAN run, in run order, when `--only` names none.
-pub const CONTENDERS: [Contender; 7] = [
+pub const CONTENDERS: [Contender; 8] = [
     Contender::Strait,
+    Contender::StraitDefault,
     Contender::StraitLz4,
     Contender::StraitBatches,
     Contender::StraitEos,
@@ -177,14 +178,15 @@ fn ratio_line(rows: &[Row]) -> String {
     let mut line = String::from("RATIO wan");
     for s in &SCENARIOS {
         for &p in s.placements {
-            let [strait, batches, mm2, pipe] =
-                ["strait", "strait-batches", "mm2-tuned", "raw-pipe+header"].map(|n| find(s, p, n));
+            let [strait, default, batches, mm2, pipe] =
+                ["strait", "strait-default", "strait-batches", "mm2-tuned", "raw-pipe+header"].map(|n| find(s, p, n));
             let _ = write!(
                 line,
-                " {} {}: strait/mm2={} batches/mm2={} strait/raw+header={} batches/raw+header={} from_launch strait/raw+header={}",
+                " {} {}: strait/mm2={} default/mm2={} batches/mm2={} strait/raw+header={} batches/raw+header={} from_launch strait/raw+header={}",
                 s.name,
                 p.name(),
                 ratio(rate(strait), rate(mm2)),
+                ratio(rate(default), rate(mm2)),
                 ratio(rate(batches), rate(mm2)),
                 ratio(rate(strait), rate(pipe)),
                 ratio(rate(batches), rate(pipe)),
@@ -192,7 +194,7 @@ fn ratio_line(rows: &[Row]) -> String {
             );
             if let Some(cap) = s.cap_mb_per_s {
                 let uncompressed = cap * 1e6 / load::RECORD_BYTES as f64;
-                for name in ["strait", "strait-lz4", "strait-batches", "mm2-tuned-lz4"] {
+                for name in ["strait", "strait-default", "strait-lz4", "strait-batches", "mm2-tuned-lz4"] {
                     if let Some(c) = find(s, p, name) {
                         let _ = write!(
                             line,

@@ -4,7 +4,9 @@
 //! the offset syncs drained — then both closed. The records land in `<source-alias>.<topic>` on
 //! the target (MM2's default naming), with offset syncs and saved positions, as `strait run`
 //! writes them; run it again and it resumes after them. Like every flow, it also replicates the
-//! source's heartbeats topics (MM2's rule); their records are not counted.
+//! source's heartbeats topics (MM2's rule); their records are not counted. Whichever kind the
+//! flow copies (`copy = "auto"` takes batches where it can), the loop is the same: a batch flow's
+//! source yields one [`ConnectRecord`] per source record batch, carrying the batch's records.
 //!
 //! ```text
 //! cargo run --example replicate -- <source-alias> <source-bootstrap> <target-alias> <target-bootstrap> <topic> <records>
@@ -19,10 +21,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strait::config::Config;
+use strait::record::ReplicatedRecord;
 use strait::sink::{SinkParams, TargetSink};
 use strait::source::KafkaSource;
 use strait::watch::Committed;
-use strait_connect::{Sink, Source, SourceOffset};
+use strait_connect::{ConnectRecord, Sink, Source, SourceOffset};
 
 /// How long the example waits for the records before it gives up.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -68,7 +71,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         }
         let positions: Vec<SourceOffset> =
             last.into_iter().map(|((topic, partition), offset)| SourceOffset { topic, partition, offset }).collect();
-        copied += batch.iter().filter(|r| *r.source_offset.topic == **topic).count();
+        copied += batch.iter().filter(|r| *r.source_offset.topic == **topic).map(records_in).sum::<usize>();
         sink.begin().await?;
         sink.put(batch).await?;
         sink.stage_positions(&positions);
@@ -82,4 +85,12 @@ async fn main() -> Result<(), Box<dyn Error>> {
     syncs += sink.drain_offset_syncs().len();
     println!("copied {copied} records, {syncs} offset syncs");
     Ok(())
+}
+
+/// The source records `record` carries: a whole batch's when the flow copies batches, else one.
+fn records_in(record: &ConnectRecord<(), ReplicatedRecord>) -> usize {
+    match &record.value {
+        Some(ReplicatedRecord::Batch(batch)) => usize::try_from(batch.record_count()).unwrap_or(0),
+        _ => 1,
+    }
 }

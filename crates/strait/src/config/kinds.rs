@@ -87,14 +87,14 @@ impl CopyKind {
     }
 }
 
-/// The `copy` setting: a kind, or `auto` (issue 45), which takes batches where every condition
-/// of the batch path holds and records otherwise.
+/// The `copy` setting: a kind, or `auto` (issue 45, the default), which takes batches where
+/// every condition of the batch path holds and records otherwise.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CopySetting {
-    #[default]
     Records,
     Batches,
+    #[default]
     Auto,
 }
 

@@ -102,7 +102,12 @@ fn auto_compression_is_lz4_to_a_far_target_and_none_near() {
 
 #[test]
 fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
-    assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].copy.kind, CopyKind::Records);
+    // `auto` by default: batches, where nothing stands against them.
+    let default = &Config::parse(TWO_CLUSTERS).unwrap()[0];
+    assert_eq!(default.copy.kind, CopyKind::Batches, "{}", default.copy.why);
+    assert!(default.copy.why.starts_with("copy = \"auto\" takes batches"), "{}", default.copy.why);
+    let records = &Config::parse(&format!("{TWO_CLUSTERS}copy = \"records\"\n")).unwrap()[0];
+    assert_eq!(records.copy.kind, CopyKind::Records);
     assert_eq!(Config::parse(TWO_CLUSTERS).unwrap()[0].writing.compression, Compression::Auto);
     let zstd = &Config::parse(&format!("{TWO_CLUSTERS}compression = \"zstd\"\n")).unwrap()[0];
     assert_eq!(zstd.writing.compression, Compression::Zstd);
@@ -129,7 +134,8 @@ fn copying_batches_is_refused_where_it_cannot_hold_naming_the_field() {
     );
     // `auto` takes what the flow back allows.
     let auto_back = identity.replace("copy = \"batches\"", "copy = \"auto\"");
-    let flows = Config::parse(&format!("{auto_back}[[flows]]\nsource = \"b\"\ntarget = \"a\"\n")).unwrap();
+    let flows =
+        Config::parse(&format!("{auto_back}[[flows]]\nsource = \"b\"\ntarget = \"a\"\ncopy = \"records\"\n")).unwrap();
     assert_eq!(flows[0].copy.kind, CopyKind::Records, "auto against a record flow back");
     assert!(flows[0].copy.why.contains("flow b->a copies records on a cycle"), "{}", flows[0].copy.why);
     let flows =
