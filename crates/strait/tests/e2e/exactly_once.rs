@@ -148,7 +148,9 @@ async fn two_exactly_once_instances_of_one_flow_never_duplicate() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn exactly_once_through_target_broker_restarts() {
-    through_target_broker_restarts("eosbroker", "", Duration::from_secs(12)).await;
+    // The record path's promise: under `copy = "auto"` this flow would copy batches, whose
+    // retries outlast a 12 s outage without an abort (the test below).
+    through_target_broker_restarts("eosbroker", "copy = \"records\"", Duration::from_secs(12)).await;
 }
 
 /// A batch flow's abort (`copy = "batches"`) through an outage longer than the timeout of its
