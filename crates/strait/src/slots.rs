@@ -132,8 +132,7 @@ async fn resize(flow: &Flow, admin: &Admin, partitions: usize, slots: usize) -> 
         ));
     }
     let what = format!("describe group {group} on cluster {cluster} (needs Describe on it)");
-    let groups = GroupClient::new(&flow.target).map_err(|e| connect_error(&what, e))?;
-    let members = groups.describe(&group).await.map_err(|e| connect_error(&what, e))?.map_or(0, |g| g.members);
+    let members = group_members(flow).await.map_err(|e| connect_error(&what, e))?;
     if members > 0 {
         return Err(refused(format!(
             "{members} instance(s) with that count still run (members of group {group}); the count grows when none \
@@ -167,12 +166,14 @@ async fn await_partitions(admin: &Admin, topic: &str, partitions: usize, what: &
 /// instance that owns the slot when this one was given none. Also true when the group cannot
 /// be described, so the caller refuses to run beside an instance it cannot rule out.
 pub async fn others_in_group(flow: &Flow) -> bool {
-    let group = flow.slots_group();
-    let members = match GroupClient::new(&flow.target) {
-        Ok(groups) => groups.describe(&group).await.map(|g| g.map_or(0, |g| g.members)),
-        Err(e) => Err(e),
-    };
-    members.map_or(true, |m| m > 1)
+    group_members(flow).await.map_or(true, |m| m > 1)
+}
+
+/// The members of `flow`'s slot group (0 when it does not exist). Errors: the group cannot be
+/// described.
+async fn group_members(flow: &Flow) -> Result<usize, rdkafka::error::KafkaError> {
+    let groups = GroupClient::new(&flow.target)?;
+    Ok(groups.describe(&flow.slots_group()).await?.map_or(0, |g| g.members))
 }
 
 /// How long an instance may own no slot before [`left_out`] is asked: three session timeouts,
@@ -188,11 +189,7 @@ pub fn stranded_after(flow: &Flow) -> Duration {
 /// then never join again; a new membership is the way back. False when the group cannot be
 /// described: asked again later.
 pub async fn left_out(flow: &Flow) -> bool {
-    let members = match GroupClient::new(&flow.target) {
-        Ok(groups) => groups.describe(&flow.slots_group()).await.map(|g| g.map_or(0, |g| g.members)),
-        Err(e) => Err(e),
-    };
-    members.is_ok_and(|m| m <= flow.slots() as usize)
+    group_members(flow).await.is_ok_and(|m| m <= flow.slots() as usize)
 }
 
 /// Membership of this instance in the flow's slot group; polled by its own thread.
