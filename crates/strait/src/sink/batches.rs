@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use strait_connect::{ConnectError, ConnectResult, SourceOffset};
 use strait_mm2::OffsetSync;
-use strait_wire::{Appended, Batch, Outgoing, Producer, ResponseError};
+use strait_wire::{Appended, Batch, Outgoing, Producer, ResponseError, WireError};
 
 use super::errors::Retry;
 use super::lanes::{failure, Lanes, Routed};
@@ -210,39 +210,49 @@ impl BatchWriter {
         self.lanes.first().produce(&out).await.map(|_| ()).map_err(|e| failure(flow, slot, context(), e, retry))
     }
 
-    /// Exactly-once: commits the open transaction. Errors ([`failure`]): fenced by another
-    /// instance ([`ConnectError::Fenced`]); retriable when the target is unreachable, or aborted
-    /// the transaction after its timeout (it is then replayed on a renewed producer).
+    /// Exactly-once: commits the open transaction, asking a coordinator that cannot answer
+    /// again until it does ([`Self::end`]): a commit the target took before it went down is one
+    /// the flow cannot tell from one it never saw, and asked again the coordinator answers it as
+    /// done (a transaction it already committed) or commits it. Errors ([`failure`]): fenced by
+    /// another instance ([`ConnectError::Fenced`]); retriable when the target aborted the
+    /// transaction after its timeout (it is then replayed on a renewed producer); the
+    /// coordinator's refusal.
     pub async fn commit(&mut self, (flow, slot): (&Flow, u32), retry: Retry) -> ConnectResult<()> {
         let context = format!("flow {}: commit a batch transaction", flow.name);
-        self.lanes.first().commit().await.map_err(|e| failure(flow, slot, context, e, retry))
+        self.end((flow, slot), true).await.map_err(|e| failure(flow, slot, context, e, retry))
     }
 
     /// Exactly-once: aborts the open transaction and bumps the producer's epoch (sequences
-    /// restart). Returns whether the producer must take the id over anew at the next begin:
-    /// the target aborted the transaction itself after its timeout ([`Retry::outlived`]), which
-    /// fenced this epoch. A coordinator that cannot answer (the target down, restarting,
-    /// loading) is asked again with a doubling backoff (0.2 s to 5 s) until it does, as the
-    /// record path asks librdkafka: only its answer says the transaction will not commit (one
-    /// whose commit timed out may have committed, and then the abort is refused), so the batch
-    /// is never replayed on a guess. Errors: fenced by another instance; the coordinator's
-    /// refusal.
+    /// restart), asking a coordinator that cannot answer again until it does ([`Self::end`]):
+    /// only its answer says the transaction will not commit, so the batch is never replayed on a
+    /// guess. Returns whether the producer must take the id over anew at the next begin: the
+    /// target aborted the transaction itself after its timeout ([`Retry::outlived`]), which
+    /// fenced this epoch. Errors: fenced by another instance; the coordinator's refusal.
     pub async fn abort(&mut self, (flow, slot): (&Flow, u32), retry: Retry) -> ConnectResult<bool> {
+        match self.end((flow, slot), false).await {
+            Ok(()) => Ok(false),
+            Err(e) if e.is_fenced() && retry.outlived() => Ok(true),
+            Err(e) => Err(failure(flow, slot, format!("flow {}: abort a batch transaction", flow.name), e, retry)),
+        }
+    }
+
+    /// Commits (`commit`) or aborts the open transaction. A coordinator that cannot answer (the
+    /// target down, restarting, loading; the producer's own retries ran out) is asked again
+    /// with a doubling backoff (0.2 s to 5 s) until it does, as the record path asks librdkafka.
+    /// Errors: the coordinator's answer (fenced, or a refusal).
+    async fn end(&mut self, (flow, slot): (&Flow, u32), commit: bool) -> Result<(), WireError> {
+        let what = if commit { "commit" } else { "abort" };
         let mut waits = doubling(TRANSACTION_RETRY_MIN, TRANSACTION_RETRY_MAX);
         loop {
-            let e = match self.lanes.first().abort().await {
-                Ok(()) => return Ok(false),
+            let producer = self.lanes.first();
+            let ended = if commit { producer.commit().await } else { producer.abort().await };
+            let e = match ended {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_fenced() || !e.is_coordinator_retriable() => return Err(e),
                 Err(e) => e,
             };
-            if e.is_fenced() && retry.outlived() {
-                return Ok(true);
-            }
-            let context = format!("flow {}: abort a batch transaction", flow.name);
-            if e.is_fenced() || !e.is_coordinator_retriable() {
-                return Err(failure(flow, slot, context, e, retry));
-            }
             let wait = waits.next().unwrap_or(TRANSACTION_RETRY_MAX);
-            tracing::warn!(flow = %flow.name, slot, error = %e, retry_in_ms = wait.as_millis() as u64, "{context} failed; retrying");
+            tracing::warn!(flow = %flow.name, slot, error = %e, retry_in_ms = wait.as_millis() as u64, "flow {}: {what} a batch transaction failed; asking the coordinator again", flow.name);
             tokio::time::sleep(wait).await;
         }
     }

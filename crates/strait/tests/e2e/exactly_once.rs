@@ -160,6 +160,37 @@ async fn exactly_once_batches_through_target_broker_restarts() {
     through_target_broker_restarts("eosbatbroker", "copy = \"batches\"", Duration::from_secs(25)).await;
 }
 
+/// A batch flow's commit that the target took just before it went down (a broker killed in its
+/// EndTxn, as `exactly_once_through_target_broker_restarts` met by chance): the flow cannot know
+/// whether it committed, so it asks the coordinator again until it answers, and a commit asked
+/// again is answered as done. It aborted instead before: after the outage the coordinator refused
+/// the abort of a committed transaction (`INVALID_TXN_STATE`) and the flow stopped.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_commit_the_target_took_as_it_went_down_is_asked_again() {
+    let (_target, proxy) =
+        strait_testkit::start_cluster_behind_proxy(&dedicated_dir("eoscommit")).expect("proxied cluster");
+    let b = format!("127.0.0.1:{}", proxy.port);
+    const PARTITIONS: i32 = 3;
+    const PER_PARTITION: usize = 5_000;
+    const END_TXN: i16 = 26;
+    // The outage outlasts the commit's own retries (the transaction timeout, 8 s).
+    let extra = "transaction_timeout_ms = 8000\ncopy = \"batches\"";
+    let Setup { p, topic, remote, config, flow, producer } =
+        setup("eoscommit", &b, PARTITIONS, PER_PARTITION, 50, Duration::from_millis(100), extra).await;
+    let strait = Strait::start(&p, &config);
+    wait_until("replication under way", Duration::from_secs(60), || count(&b, &remote).unwrap_or(0) > 2_000).await;
+    proxy.fail_after(END_TXN, Duration::from_secs(15));
+    wait_until("a commit taken as the target goes down", Duration::from_secs(60), || proxy.failed()).await;
+    producer.await.unwrap();
+    wait_replicated(&flow, &topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
+    let logs = strait.logs();
+    assert!(strait.stop().success(), "{logs}");
+    assert!(logs.contains("commit a batch transaction failed; asking the coordinator again"), "{logs}");
+    assert!(!logs.contains("InvalidTxnState") && !logs.contains("flow stopped on an error"), "{logs}");
+    let report = sequence_report(&b, &remote, PARTITIONS, PER_PARTITION);
+    assert!(report.values().all(|r| *r == Seen::default()), "per partition: {report:?}\n{logs}");
+}
+
 /// An exactly-once flow (`extra` added to its settings) while its target broker is SIGKILLed
 /// twice: a 2 s outage, then one of `long_outage`, longer than the transaction timeout (8 s).
 /// Every record lands exactly once, and the long outage aborted a batch.
