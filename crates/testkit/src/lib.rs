@@ -18,11 +18,14 @@ pub mod clients;
 pub mod jvm;
 pub mod multi;
 pub mod oidc;
+mod ports;
 pub mod proxy;
 pub mod sample;
 pub mod secure;
 
 pub use proxy::TcpProxy;
+
+use ports::{free_ports, port_taken};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -147,10 +150,10 @@ pub fn start_clusters(count: usize, base: &Path) -> io::Result<Vec<KafkaCluster>
     Ok(clusters)
 }
 
-/// Whether `cluster`'s broker exited because a port of its was taken (its log says so).
+/// Whether `cluster`'s broker exited because a port of its was taken ([`port_taken`]).
 fn lost_its_port(cluster: &mut KafkaCluster) -> bool {
     let exited = cluster.child.try_wait().ok().flatten().is_some();
-    exited && fs::read_to_string(cluster.dir.join("server.log")).is_ok_and(|log| log.contains("Address already in use"))
+    exited && port_taken(&cluster.dir)
 }
 
 /// Starts one cluster under `base` that clients reach only through a [`TcpProxy`] (its
@@ -176,17 +179,6 @@ pub fn start_cluster_behind<P>(
     let proxy = relay(listener, &cluster.listener)?;
     wait_ready(&mut cluster)?;
     Ok((cluster, proxy))
-}
-
-/// `N` distinct free loopback ports: the listeners are held together until every port is
-/// known, so the kernel cannot hand the same port out twice.
-pub(crate) fn free_ports<const N: usize>() -> io::Result<[u16; N]> {
-    let listeners = (0..N).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<io::Result<Vec<_>>>()?;
-    let mut ports = [0; N];
-    for (port, l) in ports.iter_mut().zip(&listeners) {
-        *port = l.local_addr()?.port();
-    }
-    Ok(ports)
 }
 
 /// A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters), not

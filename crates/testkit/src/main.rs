@@ -80,7 +80,7 @@ fn up(count: usize, env_file: PathBuf, dir: Option<PathBuf>, three_node: bool) -
         .collect();
     let control = match three.as_mut() {
         Some(three) => {
-            three.wait_ready().map_err(|e| e.to_string())?;
+            three.wait_started().map_err(|e| e.to_string())?;
             let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
             env.push_str(&format!(

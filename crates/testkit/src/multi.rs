@@ -20,7 +20,8 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 pub use self::partitions::{fully_replicated, leader, partitions, PartitionState};
-use crate::{await_brokers, cluster_id, free_ports, java_command, kafka_libs, spawn_broker, HEAP, SHARED_PROPERTIES};
+use crate::ports::{free_ports, port_taken};
+use crate::{await_brokers, cluster_id, java_command, kafka_libs, spawn_broker, HEAP, SHARED_PROPERTIES};
 
 /// Node ids of the cluster.
 pub const NODE_IDS: [i32; 3] = [1, 2, 3];
@@ -74,6 +75,8 @@ pub struct ThreeNodeCluster {
     /// Every node's `host:port`, comma-separated (a `bootstrap.servers` value).
     pub bootstrap: String,
     libs: PathBuf,
+    /// The folder given to [`Self::launch`].
+    base: PathBuf,
     nodes: Vec<Node>,
 }
 
@@ -102,7 +105,7 @@ impl ThreeNodeCluster {
             node.child = Some(spawn_broker(&libs, &node.dir)?);
         }
         let bootstrap = nodes.iter().map(|n| n.address.as_str()).collect::<Vec<_>>().join(",");
-        Ok(Self { bootstrap, libs, nodes })
+        Ok(Self { bootstrap, libs, base: base.to_path_buf(), nodes })
     }
 
     /// Waits until every node answers Metadata listing all three brokers. Errors: a node exited,
@@ -112,6 +115,41 @@ impl ThreeNodeCluster {
             self.wait_node(id)?;
         }
         Ok(())
+    }
+
+    /// [`Self::wait_ready`] after [`Self::launch`]. A node whose port another process bound
+    /// between the search for free ports and the node's bind exits at once (its log says
+    /// `Address already in use`); the whole cluster then starts again on new ports (every node's
+    /// settings name the voters' ports), twice at most. Errors as [`Self::wait_ready`].
+    pub fn wait_started(&mut self) -> io::Result<()> {
+        let mut again = 0;
+        loop {
+            match self.wait_ready() {
+                Ok(()) => return Ok(()),
+                Err(e) if again < 2 && self.lost_a_port() => {
+                    eprintln!("{e}; starting the three-node cluster again on other ports");
+                }
+                Err(e) => return Err(e),
+            }
+            again += 1;
+            self.kill_all();
+            *self = Self::launch(&self.base.clone())?;
+        }
+    }
+
+    /// Whether a node exited because a port of its was taken.
+    fn lost_a_port(&mut self) -> bool {
+        self.nodes.iter_mut().any(|n| !n.running().unwrap_or(true) && port_taken(&n.dir))
+    }
+
+    /// Kills every node still running and waits for each to exit.
+    fn kill_all(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
     }
 
     /// `(node id, host:port)` of every node.
@@ -256,12 +294,7 @@ impl ThreeNodeCluster {
 
 impl Drop for ThreeNodeCluster {
     fn drop(&mut self) {
-        for node in &mut self.nodes {
-            if let Some(mut child) = node.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
+        self.kill_all();
     }
 }
 
