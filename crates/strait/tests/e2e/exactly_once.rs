@@ -167,16 +167,29 @@ async fn exactly_once_batches_through_target_broker_restarts() {
 /// the abort of a committed transaction (`INVALID_TXN_STATE`) and the flow stopped.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batch_commit_the_target_took_as_it_went_down_is_asked_again() {
-    let (_target, proxy) =
-        strait_testkit::start_cluster_behind_proxy(&dedicated_dir("eoscommit")).expect("proxied cluster");
+    let asked_again = "commit a batch transaction failed; asking the coordinator again";
+    commit_taken_as_the_target_went_down("eoscommit", "batches", asked_again).await;
+}
+
+/// The same on the record path, whose commit call librdkafka wants repeated until it completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_commit_the_target_took_as_it_went_down_is_asked_again() {
+    commit_taken_as_the_target_went_down("eosreccommit", "records", "commit transaction failed; retrying").await;
+}
+
+/// An exactly-once flow copying `copy` whose target takes an EndTxn and then goes down for 15 s
+/// before it answers (the testkit proxy's [`strait_testkit::TcpProxy::fail_after`]): every record
+/// lands once, in order, the flow never stops, and its log says `asked_again`.
+async fn commit_taken_as_the_target_went_down(prefix: &str, copy: &str, asked_again: &str) {
+    let (_target, proxy) = strait_testkit::start_cluster_behind_proxy(&dedicated_dir(prefix)).expect("proxied cluster");
     let b = format!("127.0.0.1:{}", proxy.port);
     const PARTITIONS: i32 = 3;
     const PER_PARTITION: usize = 5_000;
     const END_TXN: i16 = 26;
     // The outage outlasts the commit's own retries (the transaction timeout, 8 s).
-    let extra = "transaction_timeout_ms = 8000\ncopy = \"batches\"";
+    let extra = format!("transaction_timeout_ms = 8000\ncopy = \"{copy}\"");
     let Setup { p, topic, remote, config, flow, producer } =
-        setup("eoscommit", &b, PARTITIONS, PER_PARTITION, 50, Duration::from_millis(100), extra).await;
+        setup(prefix, &b, PARTITIONS, PER_PARTITION, 50, Duration::from_millis(100), &extra).await;
     let strait = Strait::start(&p, &config);
     wait_until("replication under way", Duration::from_secs(60), || count(&b, &remote).unwrap_or(0) > 2_000).await;
     proxy.fail_after(END_TXN, Duration::from_secs(15));
@@ -185,7 +198,7 @@ async fn a_batch_commit_the_target_took_as_it_went_down_is_asked_again() {
     wait_replicated(&flow, &topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
     let logs = strait.logs();
     assert!(strait.stop().success(), "{logs}");
-    assert!(logs.contains("commit a batch transaction failed; asking the coordinator again"), "{logs}");
+    assert!(logs.contains(asked_again), "{logs}");
     assert!(!logs.contains("InvalidTxnState") && !logs.contains("flow stopped on an error"), "{logs}");
     let report = sequence_report(&b, &remote, PARTITIONS, PER_PARTITION);
     assert!(report.values().all(|r| *r == Seen::default()), "per partition: {report:?}\n{logs}");
