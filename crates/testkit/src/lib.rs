@@ -137,15 +137,11 @@ pub fn start_clusters(count: usize, base: &Path) -> io::Result<Vec<KafkaCluster>
     for c in &mut clusters {
         // A port found free can be taken by another process before the broker binds it: such a
         // broker exits at once, and is started again on new ports (twice at most).
-        for again in 0.. {
-            match wait_ready(c) {
-                Ok(()) => break,
-                Err(e) if again < 2 && lost_its_port(c) => eprintln!("{e}; starting it again on other ports"),
-                Err(e) => return Err(e),
-            }
+        ports::wait_started(c, wait_ready, lost_its_port, |c| {
             let dir = c.dir.clone();
             *c = launch(&libs, &dir, Launch::default())?;
-        }
+            Ok(())
+        })?;
     }
     Ok(clusters)
 }

@@ -20,7 +20,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 pub use self::partitions::{fully_replicated, leader, partitions, PartitionState};
-use crate::ports::{free_ports, port_taken};
+use crate::ports::{self, free_ports, port_taken};
 use crate::{await_brokers, cluster_id, java_command, kafka_libs, spawn_broker, HEAP, SHARED_PROPERTIES};
 
 /// Node ids of the cluster.
@@ -122,19 +122,11 @@ impl ThreeNodeCluster {
     /// `Address already in use`); the whole cluster then starts again on new ports (every node's
     /// settings name the voters' ports), twice at most. Errors as [`Self::wait_ready`].
     pub fn wait_started(&mut self) -> io::Result<()> {
-        let mut again = 0;
-        loop {
-            match self.wait_ready() {
-                Ok(()) => return Ok(()),
-                Err(e) if again < 2 && self.lost_a_port() => {
-                    eprintln!("{e}; starting the three-node cluster again on other ports");
-                }
-                Err(e) => return Err(e),
-            }
-            again += 1;
-            self.kill_all();
-            *self = Self::launch(&self.base.clone())?;
-        }
+        ports::wait_started(self, Self::wait_ready, Self::lost_a_port, |cluster| {
+            cluster.kill_all();
+            *cluster = Self::launch(&cluster.base.clone())?;
+            Ok(())
+        })
     }
 
     /// Whether a node exited because a port of its was taken.

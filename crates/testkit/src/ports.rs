@@ -21,3 +21,24 @@ pub(crate) fn free_ports<const N: usize>() -> io::Result<[u16; N]> {
 pub(crate) fn port_taken(dir: &Path) -> bool {
     fs::read_to_string(dir.join("server.log")).is_ok_and(|log| log.contains("Address already in use"))
 }
+
+/// Waits for `brokers` to start (`wait`). When that fails because one of them lost a port
+/// (`lost_a_port`: it exited, [`port_taken`]), starts them again on new ports (`relaunch`), twice
+/// at most. Errors: `wait`'s last error, or `relaunch`'s.
+pub(crate) fn wait_started<T>(
+    brokers: &mut T,
+    wait: impl Fn(&mut T) -> io::Result<()>,
+    lost_a_port: impl Fn(&mut T) -> bool,
+    relaunch: impl Fn(&mut T) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut again = 0;
+    loop {
+        match wait(brokers) {
+            Ok(()) => return Ok(()),
+            Err(e) if again < 2 && lost_a_port(brokers) => eprintln!("{e}; starting it again on other ports"),
+            Err(e) => return Err(e),
+        }
+        again += 1;
+        relaunch(brokers)?;
+    }
+}

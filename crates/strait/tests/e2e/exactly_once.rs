@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::ApiKey;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::FutureRecord;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
@@ -185,14 +186,13 @@ async fn commit_taken_as_the_target_went_down(prefix: &str, copy: &str, asked_ag
     let b = format!("127.0.0.1:{}", proxy.port);
     const PARTITIONS: i32 = 3;
     const PER_PARTITION: usize = 5_000;
-    const END_TXN: i16 = 26;
     // The outage outlasts the commit's own retries (the transaction timeout, 8 s).
     let extra = format!("transaction_timeout_ms = 8000\ncopy = \"{copy}\"");
     let Setup { p, topic, remote, config, flow, producer } =
         setup(prefix, &b, PARTITIONS, PER_PARTITION, 50, Duration::from_millis(100), &extra).await;
     let strait = Strait::start(&p, &config);
     wait_until("replication under way", Duration::from_secs(60), || count(&b, &remote).unwrap_or(0) > 2_000).await;
-    proxy.fail_after(END_TXN, Duration::from_secs(15));
+    proxy.fail_after(ApiKey::EndTxn as i16, Duration::from_secs(15));
     wait_until("a commit taken as the target goes down", Duration::from_secs(60), || proxy.failed()).await;
     producer.await.unwrap();
     wait_replicated(&flow, &topic, PARTITIONS, PER_PARTITION, Duration::from_secs(120)).await;
